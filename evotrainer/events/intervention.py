@@ -1,0 +1,72 @@
+"""Events about interventions on the harness, their backtests, promotions and skills."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from evotrainer.events.base import Event, register
+
+_SHA = r"^[0-9a-f]{64}$"
+
+
+@register
+class InterventionProposed(Event):
+    """A single-factor change to the harness with a falsifiable hypothesis."""
+
+    intervention_id: str = Field(min_length=1)
+    field: str = Field(min_length=1)
+    old_value: Any = None
+    new_value: Any = None
+    hypothesis: str = Field(min_length=1)
+    frozen_fields: list[str] = Field(default_factory=list)
+    success_criterion: str = Field(min_length=1)
+    rollback_plan: str = Field(min_length=1)
+    proposer: str = "builtin"
+    base_harness_hash: str | None = Field(default=None, pattern=_SHA)
+
+
+@register
+class BacktestCompleted(Event):
+    """An intervention re-scored on stored evidence before any training compute."""
+
+    intervention_id: str = Field(min_length=1)
+    kind: str
+    evidence: str = Field(pattern=_SHA)
+    figures: dict[str, Any] = Field(default_factory=dict)
+    criterion: str = ""
+    passed: bool
+
+
+@register
+class PromotionDecided(Event):
+    """Whether a candidate branch replaces the best so far, and the evidence for it."""
+
+    candidate: str = Field(description="EXPERIMENT/BRANCH")
+    decision: Literal["promoted", "rejected"]
+    baseline_score: float | None = None
+    candidate_score: float | None = None
+    margin: float | None = None
+    blocking_findings: list[str] = Field(default_factory=list)
+    intervention_id: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+@register
+class SkillRecorded(Event):
+    """A reusable lesson: trigger, intervention, expected outcome, validation, domains."""
+
+    skill_id: str = Field(min_length=1)
+    trigger: str
+    intervention: str
+    expected_outcome: str
+    validation: str = ""
+    domains: list[str] = Field(default_factory=list)
+    category: Literal[
+        "reward_design", "filtering", "training_stability", "evaluation_protocol", "cross_domain_transfer"
+    ]
+    successes: int = Field(default=0, ge=0)
+    failures: int = Field(default=0, ge=0)
+    effect_size: float | None = None

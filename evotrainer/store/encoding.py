@@ -1,0 +1,128 @@
+"""One canonical encoding of events, and the hash chain built on it.
+
+The hash of an event commits to its predecessor's hash, its place (experiment, branch,
+seq), its metadata and its payload. Payloads are stored as jsonb, and `audit` recomputes
+hashes from what Postgres gives back, so the canonical form must survive a jsonb round
+trip unchanged. Two kinds of number would not, and `normalize_payload` fixes or refuses
+them before anything is hashed or written:
+
+- -0.0 comes back as 0.0 (numeric has no negative zero): stored as 0.0.
+- floats of magnitude >= 1e16 come back as integers (numeric prints them without an
+  exponent): stored as the integer they equal, refused beyond 64 bits.
+
+Strings holding NUL (which jsonb refuses) or lone surrogates (not UTF-8) are refused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from evotrainer.errors import InvalidPayloadError
+
+GENESIS_HASH = "0" * 64
+_INT64 = 2**63
+_PLAIN_FLOAT_LIMIT = 1e16
+
+
+def _normalize(value: Any, event_type: str, path: str) -> Any:
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidPayloadError(event_type, f"{path} contains a NUL character")
+        return value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if not -_INT64 <= value < _INT64:
+            raise InvalidPayloadError(event_type, f"{path} does not fit in 64 bits")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidPayloadError(event_type, f"{path} is {value}, which JSON cannot hold")
+        if value == 0.0:
+            return 0.0
+        if abs(value) >= _PLAIN_FLOAT_LIMIT:
+            return _normalize(int(value), event_type, path)
+        return value
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidPayloadError(event_type, f"{path} has a non-string key {key!r}")
+            out[_normalize(key, event_type, path)] = _normalize(item, event_type, f"{path}.{key}")
+        return out
+    if isinstance(value, list | tuple):
+        return [_normalize(item, event_type, f"{path}[{i}]") for i, item in enumerate(value)]
+    raise InvalidPayloadError(event_type, f"{path} is a {type(value).__name__}, not a JSON value")
+
+
+def _needs_normalizing(value: Any) -> bool:
+    """Cheap pre-check so ordinary payloads skip the rebuilding walk."""
+    if isinstance(value, float):
+        return value == 0.0 or not math.isfinite(value) or abs(value) >= _PLAIN_FLOAT_LIMIT
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(not isinstance(k, str) or _needs_normalizing(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_needs_normalizing(v) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not -_INT64 <= value < _INT64
+    return value is not None and not isinstance(value, bool)
+
+
+def normalize_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload as it will read back from jsonb, or InvalidPayloadError."""
+    if _needs_normalizing(payload):
+        return _normalize(payload, event_type, "data")  # type: ignore[no-any-return]
+    return payload
+
+
+def canonical_json(value: Any) -> bytes:
+    """Sorted keys, no whitespace, UTF-8: the only byte form that is ever hashed."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def format_time(moment: datetime) -> str:
+    """Microsecond UTC ISO-8601, the precision Postgres keeps."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def event_hash(
+    *,
+    prev_hash: str,
+    event_id: str,
+    experiment: str,
+    branch: str,
+    seq: int,
+    event_type: str,
+    schema_version: int,
+    payload_json: bytes,
+    causation_id: str | None,
+    correlation_id: str | None,
+    idempotency_key: str | None,
+    actor: str,
+    recorded_at: str,
+) -> str:
+    """sha256 over the predecessor's hash, the event's header and its canonical payload."""
+    header = orjson.dumps(
+        [
+            prev_hash,
+            event_id,
+            experiment,
+            branch,
+            seq,
+            event_type,
+            schema_version,
+            causation_id,
+            correlation_id,
+            idempotency_key,
+            actor,
+            recorded_at,
+        ]
+    )
+    return hashlib.sha256(header + b"\n" + payload_json).hexdigest()

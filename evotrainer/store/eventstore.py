@@ -1,0 +1,383 @@
+"""The Postgres event store: append with optimistic concurrency and idempotency, read by
+branch (inherited prefix included) or by global position, create experiments and forks.
+
+    store = EventStore.connect()            # EVOTRAINER_DATABASE_URL or the embedded server
+    store.create_experiment("demo", {"domain": "math"})
+    store.append(BranchRef("demo", "main"), [NewEvent("TaskRequested", {...})], expected_seq=1)
+
+Guarantees the database enforces rather than this module: immutability (triggers and
+grants), one winner per (branch, seq) and per (branch, idempotency key) (unique indexes).
+This module adds validation, canonical encoding and the hash chain before anything is
+written, and never holds a lock that spans branches.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.types.json import set_json_loads
+
+from evotrainer.errors import (
+    AlreadyExistsError,
+    ConcurrencyError,
+    DatabaseUnavailableError,
+    InvalidPayloadError,
+    NotFoundError,
+    UsageError,
+)
+from evotrainer.events import latest_version, upcast
+from evotrainer.events.schemas import validate
+from evotrainer.refs import BranchRef, check_name
+from evotrainer.store import sql
+from evotrainer.store.encoding import GENESIS_HASH, canonical_json, event_hash, format_time, normalize_payload
+from evotrainer.store.records import GlobalPosition, NewEvent, StoredEvent
+
+MAX_APPEND_ATTEMPTS = 20
+
+
+def default_actor() -> str:
+    return os.environ.get("EVOTRAINER_ACTOR") or f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    """A resolved branch. Branch rows never change, so this is safe to cache."""
+
+    branch_id: int
+    experiment: str
+    name: str
+    parent_id: int | None
+    fork_seq: int
+    fork_hash: str
+    segments: tuple[tuple[int, int, int | None], ...]
+    """(branch_id, after_seq, upto_seq) pieces of the effective history, nearest first."""
+    parent: BranchRef | None = None
+
+    @property
+    def ref(self) -> BranchRef:
+        return BranchRef(self.experiment, self.name)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """An event validated and encoded once, before any transaction is opened."""
+
+    new: NewEvent
+    version: int
+    payload_json: bytes
+    payload_text: str
+
+
+def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
+    (position, txid, event_id, experiment, branch, seq, type_, version, payload, causation,
+     correlation, key, actor, recorded_at, prev_hash, hash_) = row
+    version, payload = upcast(type_, version, payload)
+    return StoredEvent(
+        position, int(txid), event_id, experiment, branch, seq, type_, version, payload,
+        causation, correlation, key, actor, recorded_at, prev_hash, hash_,
+    )
+
+
+def prepare(new: NewEvent) -> _Prepared:
+    """Validate against the type's JSON Schema and fix the canonical bytes to be hashed."""
+    version = latest_version(new.type)
+    payload = normalize_payload(new.type, new.payload) if isinstance(new.payload, dict) else new.payload
+    validate(new.type, version, payload)
+    if new.idempotency_key is not None and not new.idempotency_key:
+        raise UsageError("an idempotency key must not be empty")
+    for name in ("causation_id", "correlation_id"):
+        value = getattr(new, name)
+        if value is not None:
+            try:
+                uuid.UUID(value)
+            except (ValueError, TypeError, AttributeError):
+                raise UsageError(f"{name} must be a UUID, not {value!r}") from None
+    try:
+        payload_json = canonical_json(payload)
+    except orjson.JSONEncodeError as exc:
+        raise InvalidPayloadError(new.type, str(exc)) from None
+    return _Prepared(new, version, payload_json, payload_json.decode())
+
+
+class EventStore:
+    """One connection's view of the event store. Not thread-safe: one store per thread."""
+
+    def __init__(self, conn: psycopg.Connection[Any], actor: str | None = None) -> None:
+        self.conn = conn
+        self.actor = actor or default_actor()
+        self._branches: dict[tuple[str, str], BranchInfo] = {}
+        set_json_loads(orjson.loads, conn)
+
+    @classmethod
+    def connect(cls, url: str | None = None, actor: str | None = None) -> EventStore:
+        """Open the store at `url`, or at the configured/embedded database (migrated on first use)."""
+        from evotrainer.store.database import ensure_database
+
+        url = url or ensure_database()
+        try:
+            conn = psycopg.connect(url, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailableError(f"cannot connect to the event store: {_first_line(exc)}") from None
+        return cls(conn, actor)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> EventStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction (or a savepoint inside one) on the store's connection."""
+        with self.conn.transaction():
+            yield self.conn
+
+    # -- branches ---------------------------------------------------------------
+
+    def branch(self, ref: BranchRef) -> BranchInfo:
+        """Resolve EXPERIMENT/BRANCH, or NotFoundError."""
+        key = (ref.experiment, ref.branch)
+        info = self._branches.get(key)
+        if info is None:
+            info = self._resolve(ref)
+            self._branches[key] = info
+        return info
+
+    def _resolve(self, ref: BranchRef) -> BranchInfo:
+        chain = self.conn.execute(sql.ANCESTRY, (ref.experiment, ref.branch)).fetchall()
+        if not chain:
+            raise NotFoundError(f"no branch {ref.experiment}/{ref.branch}")
+        segments: list[tuple[int, int, int | None]] = []
+        upto: int | None = None
+        for branch_id, _exp, _name, _parent, fork_seq in chain:
+            segments.append((branch_id, fork_seq, upto))
+            upto = fork_seq
+        branch_id, experiment, name, parent_id, fork_seq = chain[0]
+        fork_hash, parent = GENESIS_HASH, None
+        if parent_id is not None:
+            parent = BranchRef(chain[1][1], chain[1][2])
+            fork_hash = self._hash_at(tuple(segments[1:]), fork_seq)
+        return BranchInfo(branch_id, experiment, name, parent_id, fork_seq, fork_hash, tuple(segments), parent)
+
+    def _hash_at(self, segments: tuple[tuple[int, int, int | None], ...], seq: int) -> str:
+        for branch_id, after, upto in segments:
+            if seq > after and (upto is None or seq <= upto):
+                row = self.conn.execute(
+                    "SELECT hash FROM events WHERE branch_id = %s AND seq = %s", (branch_id, seq)
+                ).fetchone()
+                if row:
+                    return str(row[0])
+        raise NotFoundError(f"no event at seq {seq}")
+
+    def head(self, ref: BranchRef) -> tuple[int, str]:
+        """The branch's last seq and hash (its fork point when it has no events of its own)."""
+        info = self.branch(ref)
+        row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
+        return (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
+
+    def branches(self, experiment: str | None = None) -> list[BranchInfo]:
+        """Every branch (of one experiment), oldest first."""
+        rows = self.conn.execute(
+            "SELECT experiment, name FROM branches WHERE %s::text IS NULL OR experiment = %s ORDER BY branch_id",
+            (experiment, experiment),
+        ).fetchall()
+        return [self.branch(BranchRef(exp, name)) for exp, name in rows]
+
+    def create_experiment(self, name: str, payload: dict[str, Any] | None = None) -> StoredEvent:
+        """Create NAME/main whose first event is ExperimentCreated."""
+        check_name("experiment", name)
+        prepared = prepare(NewEvent("ExperimentCreated", {"name": name, **(payload or {})}))
+        try:
+            with self.conn.transaction():
+                branch_id = self.conn.execute(
+                    "INSERT INTO branches (experiment, name) VALUES (%s, 'main') RETURNING branch_id", (name,)
+                ).fetchone()[0]  # type: ignore[index]
+                info = BranchInfo(branch_id, name, "main", None, 0, GENESIS_HASH, ((branch_id, 0, None),))
+                return self._insert(info, [prepared], 0, GENESIS_HASH)[0]
+        except pg_errors.UniqueViolation:
+            raise AlreadyExistsError(f"experiment {name} already exists") from None
+
+    def fork(self, source: BranchRef, new_branch: str, reason: str = "") -> StoredEvent:
+        """Start NEW_BRANCH from `source` at its seq (its head when no seq is given).
+
+        The new branch shares the parent's first SEQ events; its own first event is
+        BranchForked, chained to the parent's event at SEQ.
+        """
+        check_name("branch", new_branch)
+        parent = self.branch(source.branch_ref)
+        head_seq, _ = self.head(source.branch_ref)
+        seq = head_seq if source.seq is None else source.seq
+        if seq > head_seq:
+            raise UsageError(f"{source} is past the head of {source.branch_ref} (seq {head_seq})")
+        fork_hash = self._hash_at(parent.segments, seq)
+        payload = {"parent": str(source.branch_ref), "fork_seq": seq, "fork_hash": fork_hash, "reason": reason}
+        prepared = prepare(NewEvent("BranchForked", payload))
+        try:
+            with self.conn.transaction():
+                branch_id = self.conn.execute(
+                    "INSERT INTO branches (experiment, name, parent_id, fork_seq) VALUES (%s, %s, %s, %s)"
+                    " RETURNING branch_id",
+                    (source.experiment, new_branch, parent.branch_id, seq),
+                ).fetchone()[0]  # type: ignore[index]
+                segments = ((branch_id, seq, None), *_clip(parent.segments, seq))
+                info = BranchInfo(branch_id, source.experiment, new_branch, parent.branch_id, seq, fork_hash,
+                                  segments, source.branch_ref)
+                return self._insert(info, [prepared], seq, fork_hash)[0]
+        except pg_errors.UniqueViolation:
+            raise AlreadyExistsError(f"branch {source.experiment}/{new_branch} already exists") from None
+
+    # -- appending --------------------------------------------------------------
+
+    def append(
+        self, ref: BranchRef, events: Sequence[NewEvent], expected_seq: int | None = None
+    ) -> list[StoredEvent]:
+        """Append events atomically to a branch and return them as stored.
+
+        `expected_seq` is the branch head the caller last saw; if another writer moved
+        it, ConcurrencyError is raised and nothing is written. Events whose idempotency
+        key is already in the branch are not written again: the originals come back.
+        """
+        if not events:
+            return []
+        keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
+        if len(keys) != len(set(keys)):
+            raise UsageError("a batch repeats an idempotency key")
+        prepared = [prepare(e) for e in events]
+        info = self.branch(ref.branch_ref)
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            try:
+                with self.conn.transaction():
+                    return self._append_in_transaction(info, prepared, expected_seq)
+            except pg_errors.UniqueViolation as exc:
+                # Another writer took the seq (or the key) first. With an expected seq
+                # that is the caller's conflict to resolve; without one, re-read and retry
+                # (a retry also finds a key the winner wrote, making this a no-op).
+                if expected_seq is not None and not _is_key_conflict(exc):
+                    actual, _ = self.head(ref.branch_ref)
+                    if actual != expected_seq:
+                        raise ConcurrencyError(str(ref.branch_ref), expected_seq, actual) from None
+        raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, self.head(ref.branch_ref)[0])
+
+    def _append_in_transaction(
+        self, info: BranchInfo, prepared: list[_Prepared], expected_seq: int | None
+    ) -> list[StoredEvent]:
+        existing: dict[str, StoredEvent] = {}
+        keys = [p.new.idempotency_key for p in prepared if p.new.idempotency_key is not None]
+        if keys:
+            for row in self.conn.execute(sql.EXISTING_KEYS, (info.branch_id, keys)):
+                event = row_to_event(row)
+                existing[event.idempotency_key] = event  # type: ignore[index]
+        fresh = [p for p in prepared if p.new.idempotency_key not in existing]
+        stored: dict[int, StoredEvent] = {}  # by id() of the prepared event
+        if fresh:
+            row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
+            head_seq, head_hash = (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
+            if expected_seq is not None and head_seq != expected_seq:
+                raise ConcurrencyError(str(info.ref), expected_seq, head_seq)
+            inserted = self._insert(info, fresh, head_seq, head_hash)
+            stored = {id(p): event for p, event in zip(fresh, inserted, strict=True)}
+        return [
+            existing[p.new.idempotency_key] if p.new.idempotency_key in existing else stored[id(p)]  # type: ignore[index]
+            for p in prepared
+        ]
+
+    def _insert(self, info: BranchInfo, prepared: list[_Prepared], head_seq: int, head_hash: str) -> list[StoredEvent]:
+        recorded_at = datetime.now(UTC)
+        recorded_text = format_time(recorded_at)
+        columns: list[list[Any]] = [[] for _ in range(13)]
+        built = []
+        prev = head_hash
+        for offset, p in enumerate(prepared, start=1):
+            seq = head_seq + offset
+            new = p.new
+            event_id = str(uuid.uuid4())
+            actor = new.actor or self.actor
+            digest = event_hash(
+                prev_hash=prev, event_id=event_id, experiment=info.experiment, branch=info.name, seq=seq,
+                event_type=new.type, schema_version=p.version, payload_json=p.payload_json,
+                causation_id=new.causation_id, correlation_id=new.correlation_id,
+                idempotency_key=new.idempotency_key, actor=actor, recorded_at=recorded_text,
+            )
+            values = (event_id, info.branch_id, seq, new.type, p.version, p.payload_text, new.causation_id,
+                      new.correlation_id, new.idempotency_key, actor, recorded_at, prev, digest)
+            for column, value in zip(columns, values, strict=True):
+                column.append(value)
+            built.append((event_id, seq, new, p, actor, prev, digest))
+            prev = digest
+        placed = {seq: (pos, int(txid)) for seq, pos, txid in self.conn.execute(sql.INSERT_BATCH, columns)}
+        return [
+            StoredEvent(
+                placed[seq][0], placed[seq][1], event_id, info.experiment, info.name, seq, new.type, p.version,
+                orjson.loads(p.payload_json), new.causation_id, new.correlation_id, new.idempotency_key, actor,
+                recorded_at, prev_hash, digest,
+            )
+            for event_id, seq, new, p, actor, prev_hash, digest in built
+        ]
+
+    # -- reading ----------------------------------------------------------------
+
+    def read_branch(self, ref: BranchRef, after_seq: int = 0, upto_seq: int | None = None) -> list[StoredEvent]:
+        """The effective history of a branch: inherited prefix, then its own events."""
+        info = self.branch(ref.branch_ref)
+        if upto_seq is None and ref.seq is not None:
+            upto_seq = ref.seq
+        ids, lows, highs = [], [], []
+        for branch_id, after, upto in info.segments:
+            bounds = [b for b in (upto, upto_seq) if b is not None]
+            ids.append(branch_id)
+            lows.append(max(after, after_seq))
+            highs.append(min(bounds) if bounds else None)
+        rows = self.conn.execute(
+            sql.SELECT_EVENTS
+            + " JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS s(branch_id, lo, hi)"
+            " ON e.branch_id = s.branch_id AND e.seq > s.lo AND (s.hi IS NULL OR e.seq <= s.hi)"
+            " ORDER BY e.seq",
+            (ids, lows, highs),
+        ).fetchall()
+        return [row_to_event(row) for row in rows]
+
+    def read_all(self, after: GlobalPosition = GlobalPosition(), limit: int = 1000) -> list[StoredEvent]:
+        """Committed events after `after` in the global order; see sql.READ_AFTER for why it is safe."""
+        rows = self.conn.execute(sql.READ_AFTER, (str(after.transaction_id), after.position, limit)).fetchall()
+        return [row_to_event(row) for row in rows]
+
+    def get_event(self, event_id: str) -> StoredEvent:
+        try:
+            row = self.conn.execute(sql.SELECT_EVENTS + " WHERE e.event_id = %s::uuid", (event_id,)).fetchone()
+        except pg_errors.InvalidTextRepresentation:
+            raise UsageError(f"bad event id {event_id!r}") from None
+        if row is None:
+            raise NotFoundError(f"no event {event_id}")
+        return row_to_event(row)
+
+
+def _clip(segments: tuple[tuple[int, int, int | None], ...], seq: int) -> tuple[tuple[int, int, int | None], ...]:
+    """The parent's segments cut at the fork point: what a child inherits."""
+    clipped = []
+    for branch_id, after, upto in segments:
+        if after >= seq:
+            continue
+        clipped.append((branch_id, after, seq if upto is None else min(upto, seq)))
+    return tuple(clipped)
+
+
+def _is_key_conflict(exc: pg_errors.UniqueViolation) -> bool:
+    return "idempotency_key" in (exc.diag.constraint_name or "")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

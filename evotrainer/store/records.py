@@ -1,0 +1,93 @@
+"""The value objects that cross the store's boundary: events to append and stored events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from evotrainer.events import Event, model_for
+from evotrainer.refs import BranchRef
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    """An event to append. `payload` is a plain JSON object or an event model."""
+
+    type: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None
+    causation_id: str | None = None
+    correlation_id: str | None = None
+    actor: str | None = None
+
+    @classmethod
+    def of(cls, event: Event, **metadata: Any) -> NewEvent:
+        """Wrap a payload model; metadata are the keyword fields of NewEvent."""
+        return cls(type=event.event_type, payload=event.model_dump(mode="json"), **metadata)
+
+
+@dataclass(frozen=True, order=True)
+class GlobalPosition:
+    """Where a reader stands in the global order: (committing transaction, position).
+
+    Positions are handed out before commit, so two transactions can commit out of
+    position order; ordering by transaction id first, and reading only transactions that
+    can no longer be running, is what keeps readers from skipping a late committer.
+    """
+
+    transaction_id: int = 0
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event as recorded, its payload upcast to the latest version of its type."""
+
+    position: int
+    transaction_id: int
+    event_id: str
+    experiment: str
+    branch: str
+    seq: int
+    type: str
+    schema_version: int
+    payload: dict[str, Any]
+    causation_id: str | None
+    correlation_id: str | None
+    idempotency_key: str | None
+    actor: str
+    recorded_at: datetime
+    prev_hash: str
+    hash: str
+
+    @property
+    def ref(self) -> BranchRef:
+        return BranchRef(self.experiment, self.branch, self.seq)
+
+    @property
+    def global_position(self) -> GlobalPosition:
+        return GlobalPosition(self.transaction_id, self.position)
+
+    def model(self) -> Event:
+        """The payload as its typed, frozen event model."""
+        return model_for(self.type, self.schema_version).model_validate(self.payload)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "event_id": self.event_id,
+            "experiment": self.experiment,
+            "branch": self.branch,
+            "seq": self.seq,
+            "type": self.type,
+            "schema_version": self.schema_version,
+            "payload": self.payload,
+            "causation_id": self.causation_id,
+            "correlation_id": self.correlation_id,
+            "idempotency_key": self.idempotency_key,
+            "actor": self.actor,
+            "recorded_at": self.recorded_at.isoformat(),
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }

@@ -1,0 +1,176 @@
+"""The store's guarantees, each stated once as a contract and checked on the real Postgres."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from evotrainer.errors import ConcurrencyError, InvalidPayloadError, UsageError
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, GlobalPosition, NewEvent
+from evotrainer.store.audit import audit
+from evotrainer.store.encoding import GENESIS_HASH
+
+MAIN = BranchRef("exp", "main")
+
+
+def task(n: int, key: str | None = None) -> NewEvent:
+    return NewEvent("TaskRequested", {"task_id": f"t{n}", "kind": "noop", "queue": "control"}, idempotency_key=key)
+
+
+def count_events(store: EventStore) -> int:
+    return store.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+
+
+class TestImmutability:
+    @pytest.mark.parametrize(
+        "statement",
+        ["UPDATE events SET actor = 'x'", "DELETE FROM events", "TRUNCATE events", "UPDATE branches SET name = 'x'",
+         "DELETE FROM branches", "TRUNCATE branches CASCADE"],
+    )
+    def test_database_refuses_changes_even_from_a_superuser(self, store: EventStore, statement: str) -> None:
+        store.create_experiment("exp")
+        with pytest.raises(psycopg.errors.RestrictViolation, match="immutable"):
+            store.conn.execute(statement)
+        assert count_events(store) == 1
+
+    def test_writer_role_may_insert_and_read_but_not_update(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        with store.conn.transaction():
+            store.conn.execute("SET LOCAL ROLE evotrainer_writer")
+            store.append(MAIN, [task(1)])
+            assert len(store.read_branch(MAIN)) == 2
+        with store.conn.transaction():
+            store.conn.execute("SET LOCAL ROLE evotrainer_writer")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                store.conn.execute("UPDATE events SET actor = 'x'")
+
+
+class TestHashChain:
+    def test_each_event_chains_to_its_predecessor(self, store: EventStore) -> None:
+        first = store.create_experiment("exp")
+        events = store.append(MAIN, [task(1), task(2)])
+        assert first.prev_hash == GENESIS_HASH
+        assert [e.prev_hash for e in events] == [first.hash, events[0].hash]
+
+    def test_a_fork_chains_to_the_parent_event_at_the_fork_point(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        parent_events = store.append(MAIN, [task(1), task(2), task(3)])
+        forked = store.fork(BranchRef("exp", "main", 2), "alt")
+        assert forked.seq == 3 and forked.type == "BranchForked"
+        assert forked.prev_hash == parent_events[0].hash
+        grandchild = store.fork(BranchRef("exp", "alt", 3), "deeper")
+        assert grandchild.prev_hash == forked.hash
+        assert audit(store).intact
+
+
+class TestOptimisticConcurrency:
+    def test_a_stale_expected_seq_is_refused_and_nothing_is_written(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        store.append(MAIN, [task(1)], expected_seq=1)
+        with pytest.raises(ConcurrencyError) as caught:
+            store.append(MAIN, [task(2), task(3)], expected_seq=1)
+        assert (caught.value.expected_seq, caught.value.actual_seq) == (1, 2)
+        assert count_events(store) == 2
+
+    def test_two_connections_racing_for_one_seq_have_one_winner(self, store: EventStore, database_url: str) -> None:
+        store.create_experiment("exp")
+        with EventStore.connect(database_url) as other:
+            with store.conn.transaction():
+                store.append(MAIN, [task(1)], expected_seq=1)
+                # The other writer sees seq 1 as the head too; the unique (branch, seq)
+                # index makes it wait for us and then fail.
+                import threading
+
+                outcome: list[object] = []
+                thread = threading.Thread(
+                    target=lambda: outcome.append(_try(lambda: other.append(MAIN, [task(2)], expected_seq=1)))
+                )
+                thread.start()
+                thread.join(0.5)
+            thread.join()
+        assert isinstance(outcome[0], ConcurrencyError)
+        assert [e.seq for e in store.read_branch(MAIN)] == [1, 2]
+
+
+def _try(fn):  # type: ignore[no-untyped-def]
+    try:
+        return fn()
+    except ConcurrencyError as exc:
+        return exc
+
+
+class TestIdempotency:
+    def test_a_repeated_key_returns_the_original_and_writes_nothing(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        original = store.append(MAIN, [task(1, key="k")], expected_seq=1)[0]
+        again = store.append(MAIN, [task(1, key="k")], expected_seq=1)[0]
+        assert again == original
+        assert count_events(store) == 2
+
+    def test_a_batch_mixing_old_and_new_keys_appends_only_the_new(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        first = store.append(MAIN, [task(1, key="a")])[0]
+        both = store.append(MAIN, [task(1, key="a"), task(2, key="b")])
+        assert both[0] == first and both[1].seq == 3
+
+    def test_keys_are_per_branch(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        store.fork(MAIN, "alt")
+        a = store.append(MAIN, [task(1, key="k")])[0]
+        b = store.append(BranchRef("exp", "alt"), [task(1, key="k")])[0]
+        assert a.event_id != b.event_id
+
+    def test_a_batch_may_not_repeat_a_key(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        with pytest.raises(UsageError):
+            store.append(MAIN, [task(1, key="k"), task(2, key="k")])
+
+
+class TestAtomicBatches:
+    def test_one_invalid_event_refuses_the_whole_batch(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        bad = NewEvent("TaskRequested", {"task_id": "x"})
+        with pytest.raises(InvalidPayloadError):
+            store.append(MAIN, [task(1), bad, task(2)])
+        assert count_events(store) == 1
+
+    def test_a_batch_gets_consecutive_seqs_in_one_transaction(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        events = store.append(MAIN, [task(i) for i in range(50)])
+        assert [e.seq for e in events] == list(range(2, 52))
+        assert len({e.transaction_id for e in events}) == 1
+
+    def test_a_batch_rolled_back_by_the_caller_leaves_nothing(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        with pytest.raises(RuntimeError), store.transaction():
+            store.append(MAIN, [task(1), task(2)])
+            raise RuntimeError("caller changed its mind")
+        assert count_events(store) == 1
+
+
+class TestReading:
+    def test_a_fork_reads_its_inherited_prefix_then_its_own_events(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        store.append(MAIN, [task(1), task(2), task(3)])
+        store.fork(BranchRef("exp", "main", 2), "alt")
+        store.append(BranchRef("exp", "alt"), [task(9)])
+        store.append(MAIN, [task(4)])
+        history = store.read_branch(BranchRef("exp", "alt"))
+        assert [(e.branch, e.seq) for e in history] == [("main", 1), ("main", 2), ("alt", 3), ("alt", 4)]
+        assert [e.seq for e in store.read_branch(BranchRef("exp", "alt", 3))] == [1, 2, 3]
+
+    def test_read_all_follows_the_global_order_from_a_position(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        store.append(MAIN, [task(1), task(2)])
+        everything = store.read_all()
+        assert [e.seq for e in everything] == [1, 2, 3]
+        rest = store.read_all(everything[0].global_position)
+        assert [e.seq for e in rest] == [2, 3]
+        assert store.read_all(everything[-1].global_position) == []
+        assert store.read_all(GlobalPosition(), limit=2) == everything[:2]
+
+    def test_events_come_back_as_their_typed_models(self, store: EventStore) -> None:
+        created = store.create_experiment("exp", {"domain": "math"})
+        model = created.model()
+        assert type(model).__name__ == "ExperimentCreated" and model.domain == "math"  # type: ignore[attr-defined]
