@@ -8,7 +8,8 @@ them before anything is hashed or written:
 
 - -0.0 comes back as 0.0 (numeric has no negative zero): stored as 0.0.
 - floats of magnitude >= 1e16 come back as integers (numeric prints them without an
-  exponent): stored as the integer they equal, refused beyond 64 bits.
+  exponent, and the JSON reader keeps what fits in 64 bits as an integer): stored as the
+  integer they equal when it fits, and as the float otherwise (which reads back equal).
 
 Strings holding NUL (which jsonb refuses) or lone surrogates (not UTF-8) are refused too.
 """
@@ -25,7 +26,8 @@ import orjson
 from evotrainer.errors import InvalidPayloadError
 
 GENESIS_HASH = "0" * 64
-_INT64 = 2**63
+_INT_MIN = -(2**63)  # the integers the JSON reader (orjson) keeps as integers
+_INT_END = 2**64
 _PLAIN_FLOAT_LIMIT = 1e16
 
 
@@ -37,7 +39,7 @@ def _normalize(value: Any, event_type: str, path: str) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
-        if not -_INT64 <= value < _INT64:
+        if not _INT_MIN <= value < _INT_END:
             raise InvalidPayloadError(event_type, f"{path} does not fit in 64 bits")
         return value
     if isinstance(value, float):
@@ -45,8 +47,8 @@ def _normalize(value: Any, event_type: str, path: str) -> Any:
             raise InvalidPayloadError(event_type, f"{path} is {value}, which JSON cannot hold")
         if value == 0.0:
             return 0.0
-        if abs(value) >= _PLAIN_FLOAT_LIMIT:
-            return _normalize(int(value), event_type, path)
+        if abs(value) >= _PLAIN_FLOAT_LIMIT and _INT_MIN <= int(value) < _INT_END:
+            return int(value)
         return value
     if isinstance(value, dict):
         out = {}
@@ -60,19 +62,34 @@ def _normalize(value: Any, event_type: str, path: str) -> Any:
     raise InvalidPayloadError(event_type, f"{path} is a {type(value).__name__}, not a JSON value")
 
 
-def _needs_normalizing(value: Any) -> bool:
-    """Cheap pre-check so ordinary payloads skip the rebuilding walk."""
-    if isinstance(value, float):
-        return value == 0.0 or not math.isfinite(value) or abs(value) >= _PLAIN_FLOAT_LIMIT
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(not isinstance(k, str) or _needs_normalizing(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_needs_normalizing(v) for v in value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return not -_INT64 <= value < _INT64
-    return value is not None and not isinstance(value, bool)
+def _needs_normalizing(payload: dict[str, Any]) -> bool:
+    """Cheap pre-check so ordinary payloads skip the rebuilding walk.
+
+    An explicit stack and exact type tests: this runs for every appended event.
+    """
+    stack: list[Any] = [payload]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind is str:
+            if "\x00" in value:
+                return True
+        elif kind is dict:
+            for key, item in value.items():
+                if type(key) is not str or "\x00" in key:
+                    return True
+                stack.append(item)
+        elif kind is float:
+            if value == 0.0 or not -_PLAIN_FLOAT_LIMIT < value < _PLAIN_FLOAT_LIMIT:
+                return True  # also true for nan, which compares false with everything
+        elif kind is int:
+            if not _INT_MIN <= value < _INT_END:
+                return True
+        elif kind is list:
+            stack.extend(value)
+        elif value is not None and kind is not bool:
+            return True
+    return False
 
 
 def normalize_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:

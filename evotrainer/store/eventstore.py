@@ -75,8 +75,9 @@ class _Prepared:
 
     new: NewEvent
     version: int
+    payload: dict[str, Any]
+    """As it will read back from jsonb (see encoding.normalize_payload)."""
     payload_json: bytes
-    payload_text: str
 
 
 def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
@@ -107,7 +108,7 @@ def prepare(new: NewEvent) -> _Prepared:
         payload_json = canonical_json(payload)
     except orjson.JSONEncodeError as exc:
         raise InvalidPayloadError(new.type, str(exc)) from None
-    return _Prepared(new, version, payload_json, payload_json.decode())
+    return _Prepared(new, version, payload, payload_json)
 
 
 class EventStore:
@@ -117,6 +118,10 @@ class EventStore:
         self.conn = conn
         self.actor = actor or default_actor()
         self._branches: dict[tuple[str, str], BranchInfo] = {}
+        # Committed heads this connection wrote, by branch id. Events never change, so a
+        # remembered (seq, hash) stays true; if another writer has moved past it, our
+        # insert collides on (branch, seq) and we re-read. Saves a round trip per append.
+        self._heads: dict[int, tuple[int, str]] = {}
         set_json_loads(orjson.loads, conn)
 
     @classmethod
@@ -258,11 +263,19 @@ class EventStore:
             raise UsageError("a batch repeats an idempotency key")
         prepared = [prepare(e) for e in events]
         info = self.branch(ref.branch_ref)
+        # Only a transaction we own is known to commit; inside a caller's it may roll back.
+        owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         for _ in range(MAX_APPEND_ATTEMPTS):
             try:
                 with self.conn.transaction():
-                    return self._append_in_transaction(info, prepared, expected_seq)
+                    stored, new_head = self._append_in_transaction(info, prepared, expected_seq)
+                if owns_transaction and new_head is not None:
+                    self._heads[info.branch_id] = new_head
+                elif new_head is not None:
+                    self._heads.pop(info.branch_id, None)
+                return stored
             except pg_errors.UniqueViolation as exc:
+                self._heads.pop(info.branch_id, None)
                 # Another writer took the seq (or the key) first. With an expected seq
                 # that is the caller's conflict to resolve; without one, re-read and retry
                 # (a retry also finds a key the winner wrote, making this a no-op).
@@ -274,7 +287,8 @@ class EventStore:
 
     def _append_in_transaction(
         self, info: BranchInfo, prepared: list[_Prepared], expected_seq: int | None
-    ) -> list[StoredEvent]:
+    ) -> tuple[list[StoredEvent], tuple[int, str] | None]:
+        """The events as stored, and the new head if anything was inserted."""
         existing: dict[str, StoredEvent] = {}
         keys = [p.new.idempotency_key for p in prepared if p.new.idempotency_key is not None]
         if keys:
@@ -283,28 +297,33 @@ class EventStore:
                 existing[event.idempotency_key] = event  # type: ignore[index]
         fresh = [p for p in prepared if p.new.idempotency_key not in existing]
         stored: dict[int, StoredEvent] = {}  # by id() of the prepared event
+        new_head = None
         if fresh:
-            row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
-            head_seq, head_hash = (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
+            cached = self._heads.get(info.branch_id)
+            if cached is not None and (expected_seq is None or cached[0] == expected_seq):
+                head_seq, head_hash = cached
+            else:
+                row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
+                head_seq, head_hash = (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
             if expected_seq is not None and head_seq != expected_seq:
                 raise ConcurrencyError(str(info.ref), expected_seq, head_seq)
             inserted = self._insert(info, fresh, head_seq, head_hash)
             stored = {id(p): event for p, event in zip(fresh, inserted, strict=True)}
-        return [
+            new_head = (inserted[-1].seq, inserted[-1].hash)
+        in_order = [
             existing[p.new.idempotency_key] if p.new.idempotency_key in existing else stored[id(p)]  # type: ignore[index]
             for p in prepared
         ]
+        return in_order, new_head
 
     def _insert(self, info: BranchInfo, prepared: list[_Prepared], head_seq: int, head_hash: str) -> list[StoredEvent]:
         recorded_at = datetime.now(UTC)
         recorded_text = format_time(recorded_at)
-        columns: list[list[Any]] = [[] for _ in range(13)]
-        built = []
+        rows = []
         prev = head_hash
-        for offset, p in enumerate(prepared, start=1):
-            seq = head_seq + offset
+        seqs = range(head_seq + 1, head_seq + 1 + len(prepared))
+        for seq, p, event_id in zip(seqs, prepared, _new_uuids(len(prepared)), strict=True):
             new = p.new
-            event_id = str(uuid.uuid4())
             actor = new.actor or self.actor
             digest = event_hash(
                 prev_hash=prev, event_id=event_id, experiment=info.experiment, branch=info.name, seq=seq,
@@ -312,20 +331,27 @@ class EventStore:
                 causation_id=new.causation_id, correlation_id=new.correlation_id,
                 idempotency_key=new.idempotency_key, actor=actor, recorded_at=recorded_text,
             )
-            values = (event_id, info.branch_id, seq, new.type, p.version, p.payload_text, new.causation_id,
-                      new.correlation_id, new.idempotency_key, actor, recorded_at, prev, digest)
-            for column, value in zip(columns, values, strict=True):
-                column.append(value)
-            built.append((event_id, seq, new, p, actor, prev, digest))
+            rows.append({
+                "event_id": event_id, "seq": seq, "type": new.type, "schema_version": p.version,
+                "payload": orjson.Fragment(p.payload_json), "causation_id": new.causation_id,
+                "correlation_id": new.correlation_id, "idempotency_key": new.idempotency_key,
+                "actor": actor, "prev_hash": prev, "hash": digest,
+            })
             prev = digest
-        placed = {seq: (pos, int(txid)) for seq, pos, txid in self.conn.execute(sql.INSERT_BATCH, columns)}
+        placed = {
+            seq: (position, int(txid))
+            for seq, position, txid in self.conn.execute(
+                sql.INSERT_BATCH, (info.branch_id, recorded_at, orjson.dumps(rows).decode())
+            )
+        }
         return [
             StoredEvent(
-                placed[seq][0], placed[seq][1], event_id, info.experiment, info.name, seq, new.type, p.version,
-                orjson.loads(p.payload_json), new.causation_id, new.correlation_id, new.idempotency_key, actor,
-                recorded_at, prev_hash, digest,
+                placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
+                row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
+                p.new.correlation_id, p.new.idempotency_key, row["actor"], recorded_at, row["prev_hash"],
+                row["hash"],
             )
-            for event_id, seq, new, p, actor, prev_hash, digest in built
+            for row, p in zip(rows, prepared, strict=True)
         ]
 
     # -- reading ----------------------------------------------------------------
@@ -363,6 +389,19 @@ class EventStore:
         if row is None:
             raise NotFoundError(f"no event {event_id}")
         return row_to_event(row)
+
+
+def _new_uuids(count: int) -> list[str]:
+    """Random (version 4) UUIDs in text form, made in bulk: uuid.uuid4() per event costs
+    more than hashing it."""
+    raw = bytearray(os.urandom(16 * count))
+    ids = []
+    for i in range(0, 16 * count, 16):
+        raw[i + 6] = (raw[i + 6] & 0x0F) | 0x40  # version 4
+        raw[i + 8] = (raw[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
+        h = raw[i : i + 16].hex()
+        ids.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
+    return ids
 
 
 def _clip(segments: tuple[tuple[int, int, int | None], ...], seq: int) -> tuple[tuple[int, int, int | None], ...]:

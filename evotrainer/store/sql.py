@@ -24,14 +24,18 @@ HEAD = "SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMI
 
 EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key = ANY(%s)"
 
-# One statement per batch: arrays in, rows out. Cheaper than a round trip per row and,
-# unlike COPY, it returns the positions and transaction id the rows were given.
+# One statement per batch: the rows travel as one JSON array that the server unpacks.
+# Cheaper than a round trip per row, and cheaper than array parameters, whose text
+# escaping is done row by row in Python; unlike COPY it returns the positions and the
+# transaction id the rows were given.
 INSERT_BATCH = """
 INSERT INTO events (event_id, branch_id, seq, type, schema_version, payload, causation_id,
                     correlation_id, idempotency_key, actor, recorded_at, prev_hash, hash)
-SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::bigint[], %s::text[], %s::int[], %s::jsonb[],
-                     %s::uuid[], %s::uuid[], %s::text[], %s::text[], %s::timestamptz[],
-                     %s::text[], %s::text[])
+SELECT r.event_id, %s, r.seq, r.type, r.schema_version, r.payload, r.causation_id,
+       r.correlation_id, r.idempotency_key, r.actor, %s, r.prev_hash, r.hash
+  FROM jsonb_to_recordset(%s::jsonb) AS r(
+       event_id uuid, seq bigint, type text, schema_version int, payload jsonb, causation_id uuid,
+       correlation_id uuid, idempotency_key text, actor text, prev_hash text, hash text)
 RETURNING seq, position, transaction_id::text
 """
 

@@ -61,9 +61,11 @@ class StoredEventRow(SQLModel, table=True):
     __tablename__ = "events"
     __table_args__ = (
         sa.UniqueConstraint("branch_id", "seq"),
-        sa.UniqueConstraint("branch_id", "idempotency_key"),
+        sa.Index(
+            "uq_events_branch_id_idempotency_key", "branch_id", "idempotency_key", unique=True,
+            postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+        ),
         sa.Index("ix_events_transaction_id_position", "transaction_id", "position"),
-        sa.Index("ix_events_type", "type"),
         sa.CheckConstraint("seq > 0", name="seq_positive"),
     )
 

@@ -85,11 +85,14 @@ def upgrade() -> None:
         sa.ForeignKeyConstraint(["branch_id"], ["branches.branch_id"], name="fk_events_branch_id_branches"),
         sa.PrimaryKeyConstraint("position", name="pk_events"),
         sa.UniqueConstraint("branch_id", "seq", name="uq_events_branch_id_seq"),
-        sa.UniqueConstraint("branch_id", "idempotency_key", name="uq_events_branch_id_idempotency_key"),
         sa.UniqueConstraint("event_id", name="uq_events_event_id"),
     )
     op.create_index("ix_events_transaction_id_position", "events", ["transaction_id", "position"])
-    op.create_index("ix_events_type", "events", ["type"])
+    # Most events carry no idempotency key: a partial index skips them entirely.
+    op.create_index(
+        "uq_events_branch_id_idempotency_key", "events", ["branch_id", "idempotency_key"], unique=True,
+        postgresql_where=sa.text("idempotency_key IS NOT NULL"),
+    )
     op.create_table(
         "subscriptions",
         sa.Column("name", sa.Text, nullable=False),

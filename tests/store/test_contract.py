@@ -149,6 +149,20 @@ class TestAtomicBatches:
         assert count_events(store) == 1
 
 
+    def test_appends_after_a_rolled_back_append_stay_gapless(self, store: EventStore, database_url: str) -> None:
+        store.create_experiment("exp")
+        store.append(MAIN, [task(1)])
+        with pytest.raises(RuntimeError), store.transaction():
+            store.append(MAIN, [task(2)])
+            raise RuntimeError("rolled back")
+        with EventStore.connect(database_url) as other:
+            other.append(MAIN, [task(3)])
+        store.append(MAIN, [task(4)])
+        store.append(MAIN, [task(5)], expected_seq=4)
+        assert [e.seq for e in store.read_branch(MAIN)] == [1, 2, 3, 4, 5]
+        assert audit(store).intact
+
+
 class TestReading:
     def test_a_fork_reads_its_inherited_prefix_then_its_own_events(self, store: EventStore) -> None:
         store.create_experiment("exp")

@@ -1,0 +1,172 @@
+"""Append throughput of the event store against raw psycopg INSERTs, measured in one run.
+
+    .venv/bin/python bench/append.py [--events 20000]
+
+(a) one writer, batches of 100, with validation, canonical encoding, hashing and the
+    concurrency check on, against executemany INSERTs of the same rows into a bare
+    table (no constraints, no triggers): target >= 0.8 of raw.
+(b) four writer processes on four branches against one writer: target >= 1.2x, with no
+    writer ever waiting on a lock held by another branch's append (sampled from pg_locks
+    while they run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import best_rate, scratch_database  # noqa: E402
+from evotrainer.refs import BranchRef  # noqa: E402
+from evotrainer.store import EventStore, NewEvent  # noqa: E402
+
+BATCH = 100
+
+
+def payload(i: int) -> dict:
+    """A TaskRequested payload of about 300 bytes."""
+    return {
+        "task_id": f"task-{i:08d}",
+        "kind": "rollout",
+        "queue": "rollout",
+        "max_attempts": 3,
+        "inputs": {
+            "policy": "3f" * 32,
+            "harness": "a1" * 32,
+            "group_size": 8,
+            "temperature": 1.0,
+            "prompts": [f"p{i % 97}", f"p{(i + 1) % 97}"],
+        },
+    }
+
+
+def batches(count: int) -> list[list[NewEvent]]:
+    events = [NewEvent("TaskRequested", payload(i)) for i in range(count)]
+    return [events[i : i + BATCH] for i in range(0, count, BATCH)]
+
+
+def evotrainer_writer(url: str, branch: str, count: int) -> int:
+    with EventStore.connect(url, actor="bench") as store:
+        ref = BranchRef("bench", branch)
+        seq, _ = store.head(ref)
+        for batch in batches(count):
+            store.append(ref, batch, expected_seq=seq)
+            seq += len(batch)
+    return count
+
+
+RAW_TABLE = """
+CREATE TABLE IF NOT EXISTS raw_events (
+    position bigserial, event_id uuid, branch_id bigint, seq bigint, type text, schema_version int,
+    payload jsonb, causation_id uuid, correlation_id uuid, idempotency_key text, actor text,
+    recorded_at timestamptz, prev_hash text, hash text)
+"""
+
+
+def raw_writer(url: str, count: int) -> int:
+    import orjson
+
+    rows = [
+        (str(uuid.uuid4()), 1, i + 1, "TaskRequested", 1, orjson.dumps(payload(i)).decode(), None, None, None,
+         "bench", datetime.now(UTC), "0" * 64, "f" * 64)
+        for i in range(count)
+    ]
+    with psycopg.connect(url) as conn:
+        conn.execute(RAW_TABLE)
+        conn.commit()
+        with conn.cursor() as cur:
+            for i in range(0, count, BATCH):
+                cur.executemany(
+                    "INSERT INTO raw_events (event_id, branch_id, seq, type, schema_version, payload, causation_id,"
+                    " correlation_id, idempotency_key, actor, recorded_at, prev_hash, hash)"
+                    " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)",
+                    rows[i : i + BATCH],
+                )
+                conn.commit()
+    return count
+
+
+def _writer_process(url: str, branch: str, count: int, start: multiprocessing.synchronize.Event) -> None:
+    start.wait()
+    evotrainer_writer(url, branch, count)
+
+
+def parallel(url: str, branches: list[str], per_writer: int) -> tuple[float, int, dict[str, int]]:
+    """Events/s of one process per branch, and how often a writer waited on another's lock."""
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, start)) for b in branches]
+    for proc in procs:
+        proc.start()
+    time.sleep(1.5)  # let every process import and connect before the clock starts
+    samples = 0
+    waits: dict[str, int] = {}
+    stop = threading.Event()
+
+    def sample_locks() -> None:
+        nonlocal samples, waits
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not stop.is_set():
+                samples += 1
+                for locktype, mode in conn.execute(
+                    "SELECT l.locktype, l.mode FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+                    " WHERE NOT l.granted AND a.datname = current_database()"
+                ):
+                    key = f"{locktype}/{mode}"
+                    waits[key] = waits.get(key, 0) + 1
+                time.sleep(0.005)
+
+    sampler = threading.Thread(target=sample_locks)
+    sampler.start()
+    began = time.perf_counter()
+    start.set()
+    for proc in procs:
+        proc.join()
+    elapsed = time.perf_counter() - began
+    stop.set()
+    sampler.join()
+    return len(branches) * per_writer / elapsed, samples, waits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20000, help="events per measured run")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs of each side; the best counts")
+    args = parser.parse_args()
+    with scratch_database() as url:
+        with EventStore.connect(url) as store:
+            store.create_experiment("bench")
+            for name in ["warm"] + [f"p{i}w{j}" for i in range(args.repeats) for j in range(4)]:
+                store.fork(BranchRef("bench", "main"), name)
+        evotrainer_writer(url, "warm", 2000)  # warm caches and compiled validators
+        raw_writer(url, 2000)
+        # Interleaved, best of each: a burst of load elsewhere hits both sides alike.
+        raw = ours = 0.0
+        for _ in range(args.repeats):
+            raw = max(raw, best_rate(lambda: raw_writer(url, args.events), repeats=1))
+            ours = max(ours, best_rate(lambda: evotrainer_writer(url, "main", args.events), repeats=1))
+        one = ours
+        four, samples, waits = 0.0, 0, {}
+        for i in range(args.repeats):
+            rate, n, w = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
+            if rate > four:
+                four, samples, waits = rate, n, w
+    print(f"raw executemany (batches of {BATCH}):  {raw:10.0f} events/s")
+    print(f"evotrainer append, one writer:      {ours:10.0f} events/s")
+    print(f"evotrainer append, four writers:    {four:10.0f} events/s")
+    print(f"(a) one writer / raw            = {ours / raw:.2f}   (target >= 0.80)")
+    print(f"(b) four writers / one writer   = {four / one:.2f}   (target >= 1.20)")
+    print(f"    lock waits seen: {sum(waits.values())} in {samples} samples of pg_locks {waits or ''} (target 0)")
+
+
+if __name__ == "__main__":
+    main()

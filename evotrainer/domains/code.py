@@ -1,0 +1,158 @@
+"""The code domain: function synthesis (generated, HumanEval) and stdin/stdout problems.
+
+Every candidate runs in the sandbox (evotrainer.sandbox) with a grading harness
+(code_harness.py); nothing the policy wrote is compiled or executed on the host.
+Reward components, each reported separately:
+  correctness    1 if every test passed
+  pass_fraction  the fraction of tests passed (the continuous signal)
+  compile        1 if the assembled program compiles
+  format         1 if the completion has the expected shape (a body continuing the
+                 prompt, a definition of the entry point, or a non-empty program)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evotrainer.domains.base import Domain, Episode, Split, Task
+from evotrainer.domains.code_harness import FUNCTION_HARNESS, STDIO_HARNESS
+from evotrainer.domains.code_problems import (
+    GENERATED_LEVELS,
+    generate_function_task,
+    humaneval_tasks,
+    load_stdio_jsonl,
+)
+from evotrainer.domains.splits import take_fixed, take_generated
+from evotrainer.errors import UsageError
+from evotrainer.sandbox import SandboxConfig, Status, run_python
+
+SOURCES = ("generated", "humaneval", "file")
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class CodeConfig:
+    source: str = "generated"
+    """generated (function synthesis from a seed), humaneval, or file (APPS-style JSONL)."""
+    levels: tuple[str, ...] = GENERATED_LEVELS
+    """Levels of generated problems: trivial, simple, loop."""
+    jsonl: Path | None = None
+    test_timeout_s: float = 2.0
+    sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(wall_time_s=20.0, max_processes=16))
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise UsageError(f"unknown code source {self.source!r}; choose from {', '.join(SOURCES)}")
+        if (self.source == "file") != (self.jsonl is not None):
+            raise UsageError("code source 'file' needs jsonl=PATH, and jsonl needs source 'file'")
+        unknown = [lv for lv in self.levels if lv not in GENERATED_LEVELS]
+        if unknown or not self.levels:
+            raise UsageError(f"unknown code level(s) {unknown}; choose from {', '.join(GENERATED_LEVELS)}")
+
+
+def extract_code(completion: str) -> str:
+    """The first fenced code block if there is one, else the completion as written."""
+    match = _FENCE.search(completion)
+    return match.group(1) if match else completion
+
+
+def assemble(task: Task, completion: str) -> str:
+    """The program a function task's tests run against: prompt + body, or the full definition."""
+    code = extract_code(completion)
+    if task.metadata.get("kind") == "stdio":
+        return code
+    return f"{task.prompt}\n{code}" if f"def {task.metadata['entry_point']}(" in code else task.prompt + code
+
+
+def has_expected_format(task: Task, completion: str) -> bool:
+    code = extract_code(completion)
+    if not code.strip():
+        return False
+    if task.metadata.get("kind") == "stdio":
+        return True
+    return code[:1] in (" ", "\t") or f"def {task.metadata['entry_point']}(" in code
+
+
+class CodeDomain(Domain):
+    name = "code"
+    reward_components = ("correctness", "pass_fraction", "compile", "format")
+
+    def __init__(self, config: CodeConfig | None = None) -> None:
+        self.config = config or CodeConfig()
+        self._pool: list[Task] | None = None
+        if self.config.source == "humaneval":
+            self._pool = humaneval_tasks()
+        elif self.config.source == "file" and self.config.jsonl is not None:
+            self._pool = load_stdio_jsonl(self.config.jsonl)
+
+    def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
+        if self._pool is not None:
+            return take_fixed(split, n, self._pool, key=lambda t: t.task_id, seed=seed)
+        items = take_generated(
+            split,
+            n,
+            lambda rng: generate_function_task(rng, self.config.levels),
+            key=lambda item: item["prompt"] + "\n".join(item["tests"]),
+            seed=seed,
+        )
+        return [
+            Task(
+                task_id=f"code/{split}/{seed}/{i}",
+                domain="code",
+                prompt=item["prompt"],
+                reference=item["reference"],
+                level=item["level"],
+                metadata={"kind": "function", "entry_point": item["entry_point"], "tests": item["tests"], "setup": ""},
+            )
+            for i, item in enumerate(items)
+        ]
+
+    def score(self, task: Task, completion: str) -> dict[str, float]:
+        kind = task.metadata.get("kind", "function")
+        tests = list(task.metadata.get("tests", ()))
+        spec = {
+            "tests": tests,
+            "test_timeout_s": self.config.test_timeout_s,
+            "entry_point": task.metadata.get("entry_point", ""),
+            "setup": task.metadata.get("setup", ""),
+        }
+        token = secrets.token_hex(16)
+        result = run_python(
+            FUNCTION_HARNESS if kind == "function" else STDIO_HARNESS,
+            files={"candidate.py": assemble(task, completion), "spec.json": json.dumps(spec)},
+            stdin=token + "\n",
+            config=self.config.sandbox,
+            script_name="harness.py",
+        )
+        compiled, passed = 0.0, set()
+        for line in result.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == token:
+                if parts[1] == "compile":
+                    compiled = float(parts[2] == "1")
+                elif parts[2] == "ok" and parts[1].isdigit():
+                    passed.add(int(parts[1]))
+        fraction = len(passed) / len(tests) if tests else 0.0
+        return {
+            "correctness": float(bool(tests) and len(passed) == len(tests) and result.status is not Status.TIMEOUT),
+            "pass_fraction": fraction,
+            "compile": compiled,
+            "format": float(has_expected_format(task, completion)),
+        }
+
+    def behaviour_metrics(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        if not episodes:
+            return {}
+        return {
+            "pass_rate": statistics.fmean(e.rewards.get("correctness", 0.0) for e in episodes),
+            "mean_pass_fraction": statistics.fmean(e.rewards.get("pass_fraction", 0.0) for e in episodes),
+            "compile_rate": statistics.fmean(e.rewards.get("compile", 0.0) for e in episodes),
+            "format_violation_rate": 1 - statistics.fmean(e.rewards.get("format", 0.0) for e in episodes),
+            "mean_completion_chars": statistics.fmean(len(e.completion) for e in episodes),
+        }

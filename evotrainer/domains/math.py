@@ -1,0 +1,156 @@
+"""The math domain: generated problems in difficulty levels, or GSM8K-style JSONL files.
+
+Levels, easiest first (the first is learnable by a ~1M-parameter character model):
+  digit_add   "3+4="            -> "7"
+  arithmetic  "12*7="           -> "84"
+  multi_step  "(4+5)*3-2="      -> "25"
+  word        short templated word problems ending in "Answer:"
+The expected completion is the bare answer (`\\boxed{N}` and `#### N` are accepted too).
+Reward components: correctness (the extracted answer equals the reference) and format
+(the completion is one of the accepted shapes).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evotrainer.domains.answers import answers_match, extract_answer, is_well_formatted
+from evotrainer.domains.base import Domain, Episode, Split, Task
+from evotrainer.domains.splits import take_fixed, take_generated
+from evotrainer.errors import UsageError
+
+LEVELS = ("digit_add", "arithmetic", "multi_step", "word")
+
+
+def _digit_add(rng: random.Random) -> tuple[str, int]:
+    a, b = rng.randint(0, 9), rng.randint(0, 9)
+    return f"{a}+{b}=", a + b
+
+
+def _arithmetic(rng: random.Random) -> tuple[str, int]:
+    op = rng.choice("+-*")
+    a, b = rng.randint(2, 99), rng.randint(2, 99 if op != "*" else 12)
+    return f"{a}{op}{b}=", {"+": a + b, "-": a - b, "*": a * b}[op]
+
+
+def _multi_step(rng: random.Random) -> tuple[str, int]:
+    a, b, c, d = (rng.randint(1, 12) for _ in range(4))
+    shape = rng.randrange(3)
+    if shape == 0:
+        return f"({a}+{b})*{c}-{d}=", (a + b) * c - d
+    if shape == 1:
+        return f"{a}*{b}+{c}*{d}=", a * b + c * d
+    return f"{a}+{b}*{c}-{d}=", a + b * c - d
+
+
+_NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fay")
+_ITEMS = ("apples", "books", "coins", "pens", "shells", "stamps")
+
+
+def _word(rng: random.Random) -> tuple[str, int]:
+    name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+    a, b, c = rng.randint(2, 20), rng.randint(2, 20), rng.randint(2, 5)
+    shape = rng.randrange(3)
+    if shape == 0:
+        text = f"{name} has {a} {item} and gets {b} more. How many {item} does {name} have?"
+        answer = a + b
+    elif shape == 1:
+        total = a + b
+        text = f"{name} had {total} {item} and gave away {b}. How many {item} are left?"
+        answer = a
+    else:
+        text = f"{name} buys {c} bags with {a} {item} in each, then loses {b}. How many {item} now?"
+        answer = c * a - b
+    return f"{text} Answer:", answer
+
+
+_GENERATORS = {"digit_add": _digit_add, "arithmetic": _arithmetic, "multi_step": _multi_step, "word": _word}
+
+
+def load_gsm8k_jsonl(path: Path) -> list[Task]:
+    """GSM8K-style lines {"question": ..., "answer": "... #### 42"} as tasks (level "file")."""
+    tasks = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            question, answer = str(row["question"]), str(row["answer"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}:{lineno}: not a GSM8K-style line ({exc})") from exc
+        final = extract_answer(answer)
+        if final is None:
+            raise UsageError(f"{path}:{lineno}: answer has no '#### N' final answer")
+        tasks.append(
+            Task(
+                task_id=f"math/file/{path.stem}/{lineno}",
+                domain="math",
+                prompt=f"{question}\nAnswer:",
+                reference=final,
+                level="file",
+                metadata={"solution": answer},
+            )
+        )
+    return tasks
+
+
+@dataclass(frozen=True)
+class MathConfig:
+    levels: tuple[str, ...] = LEVELS
+    """Levels mixed uniformly in generated splits."""
+    jsonl: Path | None = None
+    """A GSM8K-style file to draw tasks from instead of generating them."""
+
+    def __post_init__(self) -> None:
+        unknown = [level for level in self.levels if level not in _GENERATORS]
+        if unknown or not self.levels:
+            raise UsageError(f"unknown math level(s) {unknown or '(none)'}; choose from {', '.join(LEVELS)}")
+
+
+class MathDomain(Domain):
+    name = "math"
+    reward_components = ("correctness", "format")
+
+    def __init__(self, config: MathConfig | None = None) -> None:
+        self.config = config or MathConfig()
+        self._file_tasks = load_gsm8k_jsonl(self.config.jsonl) if self.config.jsonl else None
+
+    def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
+        if self._file_tasks is not None:
+            return take_fixed(split, n, self._file_tasks, key=lambda t: t.prompt, seed=seed)
+
+        def generate(rng: random.Random) -> tuple[str, str, int]:
+            level = rng.choice(self.config.levels)
+            prompt, answer = _GENERATORS[level](rng)
+            return level, prompt, answer
+
+        items = take_generated(split, n, generate, key=lambda item: item[1], seed=seed)
+        return [
+            Task(task_id=f"math/{split}/{seed}/{i}", domain="math", prompt=p, reference=str(a), level=level)
+            for i, (level, p, a) in enumerate(items)
+        ]
+
+    def score(self, task: Task, completion: str) -> dict[str, float]:
+        return {
+            "correctness": float(answers_match(extract_answer(completion), task.reference)),
+            "format": float(is_well_formatted(completion)),
+        }
+
+    def behaviour_metrics(self, episodes: Sequence[Episode]) -> dict[str, float]:
+        if not episodes:
+            return {}
+        lengths = [float(len(e.completion)) for e in episodes]
+        correct = [e.rewards.get("correctness", 0.0) for e in episodes]
+        metrics = {
+            "solve_rate": statistics.fmean(correct),
+            "format_rate": statistics.fmean(e.rewards.get("format", 0.0) for e in episodes),
+            "mean_completion_chars": statistics.fmean(lengths),
+        }
+        if len(set(lengths)) > 1 and len(set(correct)) > 1:
+            metrics["length_reward_corr"] = statistics.correlation(lengths, correct)
+        return metrics

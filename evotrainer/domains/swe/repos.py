@@ -1,0 +1,189 @@
+"""Generated SWE tasks: a small Python package with one injected bug, a failing visible
+test and hidden tests; plus a loader for SWE-bench-style instances over local snapshots.
+
+A repository is a plain mapping path -> text held in memory: the environment never
+writes the policy's files on the host, and there is no git history to leak a fix.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evotrainer.errors import UsageError
+from evotrainer.sandbox import files_from_dir
+
+# name, signature, correct body, buggy body, visible test, hidden tests
+_FUNCTIONS: tuple[tuple[str, str, str, str, str, tuple[str, ...]], ...] = (
+    (
+        "clamp",
+        "x, lo, hi",
+        "return max(lo, min(x, hi))",
+        "return max(lo, min(x, lo))",
+        "assert clamp(15, 0, 10) == 10",
+        ("assert clamp(5, 0, 10) == 5", "assert clamp(-3, 0, 10) == 0", "assert clamp(99, 1, 7) == 7"),
+    ),
+    (
+        "mean",
+        "xs",
+        "return sum(xs) / len(xs)",
+        "return sum(xs) / (len(xs) + 1)",
+        "assert mean([2, 4]) == 3",
+        ("assert mean([1, 2, 3]) == 2", "assert mean([5]) == 5"),
+    ),
+    (
+        "last",
+        "xs",
+        "return xs[-1]",
+        "return xs[len(xs) - 2]",
+        "assert last([1, 2, 3]) == 3",
+        ("assert last([7]) == 7", "assert last(['a', 'b']) == 'b'"),
+    ),
+    (
+        "is_adult",
+        "age",
+        "return age >= 18",
+        "return age > 18",
+        "assert is_adult(18)",
+        ("assert not is_adult(17)", "assert is_adult(40)"),
+    ),
+    (
+        "count_words",
+        "text",
+        "return len(text.split())",
+        "return len(text.split(' '))",
+        "assert count_words('a  b') == 2",
+        ("assert count_words('one two three') == 3", "assert count_words('') == 0"),
+    ),
+    (
+        "span",
+        "xs",
+        "return max(xs) - min(xs)",
+        "return max(xs) - xs[0]",
+        "assert span([3, 1, 4]) == 3",
+        ("assert span([1, 5]) == 4", "assert span([9, 2, 7]) == 7"),
+    ),
+    (
+        "percent",
+        "part, whole",
+        "return round(100 * part / whole)",
+        "return round(100 * whole / part)",
+        "assert percent(1, 4) == 25",
+        ("assert percent(3, 3) == 100", "assert percent(1, 3) == 33"),
+    ),
+    (
+        "initials",
+        "name",
+        "return ''.join(w[0].upper() for w in name.split())",
+        "return ''.join(w[0] for w in name.split())",
+        "assert initials('ada lovelace') == 'AL'",
+        ("assert initials('Alan Turing') == 'AT'", "assert initials('grace b hopper') == 'GBH'"),
+    ),
+)
+_PACKAGES = ("toolkit", "helpers_lib", "numkit", "textops", "calclib")
+_MODULES = ("core", "ops", "funcs")
+
+
+@dataclass(frozen=True)
+class SweProblem:
+    """Everything one SWE task needs; `files` is what the agent starts with."""
+
+    issue: str
+    files: dict[str, str]
+    hidden_tests: dict[str, str]
+    """Test files added at grading time only (never visible to the agent)."""
+    bug_file: str = ""
+    test_cmd: str = ""
+    """Empty: the built-in runner over tests/test_*.py. Else a shell command in /work."""
+    reference: str = ""
+    """Tool calls that fix the bug, one JSON object per line (for supervised warm starts)."""
+
+
+def generate_problem(rng: random.Random) -> SweProblem:
+    package, module = rng.choice(_PACKAGES), rng.choice(_MODULES)
+    chosen = rng.sample(_FUNCTIONS, 3)
+    buggy = rng.randrange(3)
+    source, visible, hidden = [], [], []
+    for i, (name, sig, good, bad, vis, hid) in enumerate(chosen):
+        source.append(f"def {name}({sig}):\n    {bad if i == buggy else good}\n")
+        visible.append(f"def test_{name}():\n    {vis}\n")
+        hidden += [f"def test_{name}_hidden_{j}():\n    {t}\n" for j, t in enumerate((vis, *hid))]
+    names = ", ".join(f[0] for f in chosen)
+    imports = f"from {package}.{module} import {names}\n\n\n"
+    path = f"{package}/{module}.py"
+    bug_name = chosen[buggy][0]
+    return SweProblem(
+        issue=f"`{bug_name}` in {path} returns wrong results; tests/test_{module}.py::test_{bug_name} fails. "
+        "Fix the bug in the library without changing the tests.",
+        files={
+            f"{package}/__init__.py": "",
+            path: "\n\n".join(source),
+            f"tests/test_{module}.py": imports + "\n\n".join(visible),
+            "README.md": f"# {package}\n\nSmall helpers. Run the tests with the run_tests tool.\n",
+        },
+        hidden_tests={f"tests/test_hidden_{module}.py": imports + "\n\n".join(hidden)},
+        bug_file=path,
+        reference="\n".join(
+            json.dumps(action)
+            for action in (
+                {"tool": "read_file", "path": path},
+                {"tool": "edit", "path": path, "search": chosen[buggy][3], "replace": chosen[buggy][2]},
+                {"tool": "run_tests"},
+                {"tool": "submit"},
+            )
+        ),
+    )
+
+
+# History a snapshot may carry: never shown to the agent (the fix could be read from it).
+HISTORY_NAMES = (".git", ".hg", ".svn")
+HISTORY_SUFFIXES = (".orig", ".rej", ".patch", ".diff")
+
+
+def scrub(files: dict[str, bytes]) -> dict[str, str]:
+    """Drop version-control history and patch leftovers; keep decodable text files."""
+    kept = {}
+    for path, data in files.items():
+        parts = Path(path).parts
+        if any(p in HISTORY_NAMES for p in parts) or path.endswith(HISTORY_SUFFIXES):
+            continue
+        try:
+            kept[path] = data.decode()
+        except UnicodeDecodeError:
+            continue
+    return kept
+
+
+def load_swebench_jsonl(path: Path, snapshots: Path) -> list[tuple[str, SweProblem]]:
+    """SWE-bench-style instances whose repository at base_commit lies in snapshots/<instance_id>/.
+
+    Hidden tests come from `hidden_tests` ({path: content}) when present, else from
+    `test_patch` (applied with patch -p1 in the sandbox before `test_cmd`, which
+    defaults to the built-in runner).
+    """
+    out = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row: dict[str, Any] = json.loads(line)
+            instance_id, issue = str(row["instance_id"]), str(row["problem_statement"])
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise UsageError(f"{path}:{lineno}: not a SWE-bench-style instance ({exc})") from exc
+        snapshot = snapshots / instance_id
+        if not snapshot.is_dir():
+            raise UsageError(f"{path}:{lineno}: no snapshot directory {snapshot}")
+        hidden = {str(k): str(v) for k, v in (row.get("hidden_tests") or {}).items()}
+        if not hidden and row.get("test_patch"):
+            hidden = {".hidden_tests.patch": str(row["test_patch"])}
+        out.append(
+            (
+                instance_id,
+                SweProblem(issue=issue, files=scrub(files_from_dir(snapshot)), hidden_tests=hidden,
+                           test_cmd=str(row.get("test_cmd", ""))),
+            )
+        )  # fmt: skip
+    return out

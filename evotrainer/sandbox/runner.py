@@ -1,0 +1,287 @@
+"""Run one untrusted program in the sandbox and classify how it ended.
+
+    from evotrainer.sandbox import run_python
+    result = run_python("print(sum(range(10)))")
+    assert result.status.value == "passed" and result.stdout == "45\\n"
+
+Each run gets a fresh private uid (so RLIMIT_NPROC counts only its own processes), its
+own namespaces and tmpfs root (see `namespaces.py`), and a wall-clock deadline enforced
+here by killing the whole tree. Output is read as it arrives and capped, so a program
+that prints forever is stopped instead of filling the parent's memory.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import secrets
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from evotrainer.errors import EvotrainerError
+from evotrainer.sandbox import namespaces
+from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
+
+# Private uids live far above any uid a distribution hands out; one is drawn per run so
+# two concurrent runs almost never share an RLIMIT_NPROC count (pid namespaces already
+# keep them from seeing or signalling each other).
+_UID_BASE = 3_000_000
+_UID_SPAN = 1_000_000
+_READ_CHUNK = 65536
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
+_LIMIT_HINTS = (
+    ("MemoryError", "memory"),
+    ("Cannot allocate memory", "memory"),
+    ("BlockingIOError: [Errno 11]", "processes"),
+    ("Resource temporarily unavailable", "processes"),
+    ("can't start new thread", "processes"),
+    ("File too large", "file_size"),
+)
+
+
+class SandboxUnavailableError(EvotrainerError):
+    """This host cannot provide the isolation the sandbox promises."""
+
+
+@functools.cache
+def _ld_so_cache() -> bytes | None:
+    cache = Path("/etc/ld.so.cache")
+    return cache.read_bytes() if cache.is_file() else None
+
+
+def _etc_files(uid: int) -> tuple[tuple[bytes, bytes], ...]:
+    files = [
+        (b"passwd", b"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:%d:%d::/work:/usr/sbin/nologin\n" % (uid, uid)),
+        (b"group", b"root:x:0:\nsandbox:x:%d:\n" % uid),
+        (b"hosts", b"127.0.0.1 localhost\n"),
+    ]
+    # The dynamic loader's cache: public, and some binaries need it to find libraries.
+    cache = _ld_so_cache()
+    if cache is not None:
+        files.append((b"ld.so.cache", cache))
+    return tuple(files)
+
+
+def _ro_binds(config: SandboxConfig) -> tuple[bytes, ...]:
+    binds = [b"/usr"]
+    # An interpreter outside /usr (pyenv, a venv base) gets its own prefix bound
+    # read-only, never its parent directories (which may be $HOME).
+    real = os.path.realpath(config.python)
+    if not real.startswith("/usr/"):
+        binds.append(os.fsencode(str(Path(real).parent.parent)))
+    return tuple(binds)
+
+
+def _rlimits(config: SandboxConfig) -> tuple[tuple[int, int, int], ...]:
+    return (
+        (resource.RLIMIT_CPU, config.cpu_time_s, config.cpu_time_s + 1),
+        (resource.RLIMIT_AS, config.memory_bytes, config.memory_bytes),
+        (resource.RLIMIT_NPROC, config.max_processes, config.max_processes),
+        (resource.RLIMIT_FSIZE, config.max_file_bytes, config.max_file_bytes),
+        (resource.RLIMIT_NOFILE, config.max_open_files, config.max_open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+
+
+def _encode_files(files: Mapping[str, str | bytes]) -> tuple[tuple[bytes, bytes, int], ...]:
+    out = []
+    for rel, content in files.items():
+        parts = Path(rel).parts
+        if Path(rel).is_absolute() or ".." in parts or not parts:
+            raise ValueError(f"sandbox file path must be relative and inside /work: {rel!r}")
+        data = content.encode() if isinstance(content, str) else bytes(content)
+        out.append((os.fsencode(rel), data, 0o644))
+    return tuple(out)
+
+
+def files_from_dir(root: Path) -> dict[str, bytes]:
+    """A directory's regular files (symlinks skipped, never followed), for `run`'s files."""
+    files: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+        for name in filenames:
+            path = Path(dirpath, name)
+            if path.is_symlink() or not path.is_file():
+                continue
+            files[str(path.relative_to(root))] = path.read_bytes()
+    return files
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    files: Mapping[str, str | bytes] | None = None,
+    stdin: str | bytes = b"",
+    config: SandboxConfig | None = None,
+) -> SandboxResult:
+    """Run `argv` (absolute paths, or relative to /work) in a fresh sandbox."""
+    config = config or SandboxConfig()
+    reason = namespaces.available()
+    if reason:
+        raise SandboxUnavailableError(f"sandbox unavailable: {reason}")
+    uid = _UID_BASE + secrets.randbelow(_UID_SPAN)
+    plan = namespaces.ChildPlan(
+        uid=uid,
+        tmpfs_bytes=config.tmpfs_bytes,
+        ro_binds=_ro_binds(config),
+        etc_files=_etc_files(uid),
+        work_files=_encode_files(files or {}),
+        rlimits=_rlimits(config),
+    )
+    stdin_bytes = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_ENV,
+            cwd="/",
+            close_fds=True,
+            start_new_session=True,
+            preexec_fn=lambda: namespaces.prepare_child(plan),
+        )
+    except subprocess.SubprocessError as exc:
+        raise SandboxUnavailableError(f"sandbox setup failed: {exc}") from exc
+    return _supervise(proc, stdin_bytes, config, start)
+
+
+def run_python(
+    code: str,
+    *,
+    files: Mapping[str, str | bytes] | None = None,
+    stdin: str | bytes = b"",
+    config: SandboxConfig | None = None,
+    script_name: str = "main.py",
+) -> SandboxResult:
+    """Run Python source as /work/`script_name` with the sandbox's interpreter (-I -S)."""
+    config = config or SandboxConfig()
+    all_files = dict(files or {})
+    all_files[script_name] = code
+    return run([config.python, "-I", "-S", script_name], files=all_files, stdin=stdin, config=config)
+
+
+def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, config: SandboxConfig, start: float) -> SandboxResult:
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    deadline = start + config.wall_time_s
+    buffers: dict[int, bytearray] = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    sel = selectors.DefaultSelector()
+    for stream in (proc.stdout, proc.stderr):
+        os.set_blocking(stream.fileno(), False)
+        sel.register(stream.fileno(), selectors.EVENT_READ)
+    pending = memoryview(stdin)
+    stdin_fd = proc.stdin.fileno()
+    if pending:
+        os.set_blocking(proc.stdin.fileno(), False)
+        sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+    else:
+        proc.stdin.close()
+    killed_for = ""
+    open_reads = 2
+    while open_reads:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            killed_for = "wall"
+            break
+        for key, _ in sel.select(timeout=min(remaining, 0.5)):
+            fd = key.fd
+            if fd == stdin_fd:
+                try:
+                    pending = pending[os.write(fd, pending[:_READ_CHUNK]) :]
+                except BrokenPipeError:
+                    pending = pending[:0]
+                if not pending:
+                    sel.unregister(fd)
+                    proc.stdin.close()
+                continue
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                sel.unregister(fd)
+                open_reads -= 1
+                continue
+            buffers[fd] += chunk
+            if len(buffers[fd]) > config.max_output_bytes:
+                killed_for = "output"
+        if killed_for:
+            break
+    if killed_for:
+        _kill_tree(proc)
+    sel.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        stream.close()
+    wall = time.monotonic() - start
+    cpu = usage.ru_utime + usage.ru_stime
+    out_buf, err_buf = buffers.values()
+    out = bytes(out_buf[: config.max_output_bytes]).decode(errors="replace")
+    err = bytes(err_buf[: config.max_output_bytes]).decode(errors="replace")
+    return _classify(proc.returncode, killed_for, out, err, wall, cpu, config)
+
+
+def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    # Kill PID 1 of the namespace (our child's only child), not our child: the kernel
+    # then kills every process in the namespace and PID 1 exits only once they are all
+    # gone, so when our child has reaped it and we have reaped our child, nothing of the
+    # run is left. Before the fork there is no grandchild and killing our child is
+    # enough (PID 1 would get SIGKILL through PDEATHSIG). Neither pid has been reaped,
+    # so neither can have been reused.
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            children = [int(pid) for pid in f.read().split()]
+    except FileNotFoundError:
+        children = []
+    for pid in children or [proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _classify(
+    code: int, killed_for: str, out: str, err: str, wall: float, cpu: float, config: SandboxConfig
+) -> SandboxResult:
+    def result(status: Status, limit: str = "", sig: int | None = None) -> SandboxResult:
+        exit_code = None if killed_for or sig is not None else code
+        return SandboxResult(status, exit_code, out, err, wall, cpu, limit=limit, signal=sig)
+
+    if killed_for == "wall":
+        return result(Status.TIMEOUT, "wall")
+    if killed_for == "output":
+        return result(Status.LIMIT_EXCEEDED, "output")
+    # The namespace's waiters report death by signal N as 128 + N (see
+    # namespaces._wait_and_exit_with); a program that exits with 129..192 itself is misread.
+    if code < 0 or 128 < code <= 128 + 64:
+        sig = -code if code < 0 else code - 128
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= config.cpu_time_s):
+            return result(Status.TIMEOUT, "cpu", sig)
+        if sig == signal.SIGXFSZ:
+            return result(Status.LIMIT_EXCEEDED, "file_size", sig)
+        return result(Status.CRASHED, "", sig)
+    if code == 0:
+        return result(Status.PASSED)
+    # A non-zero exit after hitting an rlimit looks like any other failure; these
+    # messages in the tail of stderr are the evidence we have (a heuristic).
+    tail = err[-4000:]
+    for needle, limit in _LIMIT_HINTS:
+        if needle in tail:
+            return result(Status.LIMIT_EXCEEDED, limit)
+    return result(Status.FAILED)
+
+
+def bare_run(argv: Sequence[str]) -> int:
+    """A plain subprocess with no isolation: the benchmark's baseline only."""
+    return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode
+

@@ -1,0 +1,41 @@
+"""`evotrainer domains list` and `sample` show every domain's tasks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from evotrainer.cli.domains import app
+from evotrainer.domains import UnknownDomainError
+
+runner = CliRunner()
+
+
+def test_list_json_names_every_domain_and_component() -> None:
+    result = runner.invoke(app, ["list", "--json"])
+    assert result.exit_code == 0
+    rows = {row["name"]: row for row in json.loads(result.output)}
+    assert set(rows) == {"math", "code", "swe"}
+    assert rows["code"]["reward_components"] == ["correctness", "pass_fraction", "compile", "format"]
+
+
+def test_list_table() -> None:
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0 and "swe" in result.output and "digit_add" in result.output
+
+
+@pytest.mark.parametrize("name", ["math", "math:digit_add", "code", "code:humaneval", "swe"])
+def test_sample_each_domain(name: str) -> None:
+    result = runner.invoke(app, ["sample", name, "--n", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert len(rows) == 2 and all(row["prompt"] and row["task_id"] for row in rows)
+    text = runner.invoke(app, ["sample", name, "--n", "1", "--split", "eval", "--seed", "4"])
+    assert text.exit_code == 0 and "-- reference:" in text.output
+
+
+def test_unknown_domain_raises_the_typed_error() -> None:
+    result = runner.invoke(app, ["sample", "chess"])
+    assert result.exit_code != 0 and isinstance(result.exception, UnknownDomainError)

@@ -1,0 +1,198 @@
+"""Escape attempts against the sandbox: each is contained, reported, and leaves the host as it was.
+
+The tests only ever start their own processes, only ever address loopback, and never
+touch the real $HOME: they check that the sandbox cannot see it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evotrainer.sandbox import SandboxConfig, Status, run_python
+from evotrainer.sandbox.namespaces import available
+
+pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "sandbox available")
+
+PROJECT = Path(__file__).resolve().parents[2]
+FAST = SandboxConfig(wall_time_s=3.0, cpu_time_s=3)
+
+
+def _sandbox_uids_alive() -> list[int]:
+    """Processes on the host owned by a sandbox uid (there must be none after a run)."""
+    uids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                uid = entry.stat().st_uid
+            except FileNotFoundError:
+                continue
+            if 3_000_000 <= uid < 4_000_000:
+                uids.append(uid)
+    return uids
+
+
+def test_simple_program_passes_with_output() -> None:
+    r = run_python("import sys\nprint(sum(range(10)))\nprint('e', file=sys.stderr)", stdin="")
+    assert r.status is Status.PASSED and r.exit_code == 0
+    assert r.stdout == "45\n" and r.stderr == "e\n"
+
+
+def test_stdin_is_delivered_even_when_large() -> None:
+    data = "x" * 300_000
+    r = run_python("import sys\nprint(len(sys.stdin.read()))", stdin=data)
+    assert r.stdout.strip() == "300000"
+
+
+def test_failure_and_crash_are_distinguished() -> None:
+    assert run_python("raise SystemExit(3)").status is Status.FAILED
+    assert run_python("assert 1 == 2").exit_code == 1
+    crashed = run_python("import os\nos.abort()")
+    # As PID 1 of its namespace the program ignores its own SIGABRT; glibc then forces a crash.
+    assert crashed.status is Status.CRASHED and crashed.signal is not None
+
+
+def test_runs_unprivileged_in_own_namespaces() -> None:
+    r = run_python(
+        "import os\n"
+        "status = open('/proc/self/status').read()\n"
+        "uid = [l for l in status.splitlines() if l.startswith('Uid:')][0].split()[1:]\n"
+        "cap = [l for l in status.splitlines() if l.startswith('CapEff:')][0].split()[1]\n"
+        "print(os.getpid(), len(set(uid)), uid[0] != '0', cap, sorted(os.listdir('/proc'))[:0])"
+    )
+    pid, distinct, nonroot, cap, _ = r.stdout.split(maxsplit=4)
+    # PID 1 of the namespace is the init shell; the program is its first child.
+    assert pid == "2" and distinct == "1" and nonroot == "True" and int(cap, 16) == 0
+
+
+def test_infinite_loop_times_out_and_tree_is_killed() -> None:
+    code = "import os\nos.fork()\nwhile True: pass"
+    r = run_python(code, config=SandboxConfig(wall_time_s=1.0, cpu_time_s=30))
+    assert r.status is Status.TIMEOUT and r.limit == "wall"
+    assert _sandbox_uids_alive() == []
+
+
+def test_cpu_limit_is_a_timeout() -> None:
+    r = run_python("while True: pass", config=SandboxConfig(wall_time_s=10.0, cpu_time_s=1))
+    assert r.status is Status.TIMEOUT and r.limit == "cpu"
+    assert r.wall_time_s < 5
+
+
+def test_fork_bomb_is_contained() -> None:
+    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    r = run_python(code, config=SandboxConfig(wall_time_s=2.0, cpu_time_s=5, max_processes=16))
+    assert r.status in (Status.TIMEOUT, Status.LIMIT_EXCEEDED)
+    assert _sandbox_uids_alive() == []
+    assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
+
+
+def test_huge_allocation_is_refused() -> None:
+    r = run_python("x = bytearray(8 << 30)", config=FAST)
+    assert r.status is Status.LIMIT_EXCEEDED and r.limit == "memory"
+
+
+def test_huge_output_is_capped() -> None:
+    config = SandboxConfig(wall_time_s=10.0, max_output_bytes=100_000)
+    r = run_python("while True: print('x' * 1000)", config=config)
+    assert r.status is Status.LIMIT_EXCEEDED and r.limit == "output"
+    assert len(r.stdout) <= 100_000
+    assert r.wall_time_s < 5
+
+
+def test_no_socket_reaches_loopback_or_postgres() -> None:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    code = (
+        "import socket\n"
+        f"for port in (5432, {port}):\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', port), timeout=1)\n"
+        "        print('connected', port)\n"
+        "    except OSError as e:\n"
+        "        print('blocked', port, e.errno)\n"
+    )
+    try:
+        r = run_python(code, config=FAST)
+        assert r.status is Status.PASSED
+        assert "connected" not in r.stdout and r.stdout.count("blocked") == 2
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/shadow", "/root/.ssh/id_rsa", str(Path.home() / ".ssh"), str(PROJECT / "evotrainer"), "/proc/1/root/root"],
+)
+def test_host_secrets_and_project_are_not_visible(path: str) -> None:
+    code = (
+        "import os, sys\n"
+        f"p = {path!r}\n"
+        "try:\n"
+        "    print(os.listdir(p) if os.path.isdir(p) else open(p).read()[:20])\n"
+        "except OSError as e:\n"
+        "    print('denied', type(e).__name__)\n"
+    )
+    r = run_python(code, config=FAST)
+    assert r.stdout.startswith("denied"), r.stdout
+
+
+def test_writes_outside_the_temporary_directory_fail_and_host_is_untouched() -> None:
+    target = PROJECT / "SANDBOX_ESCAPE_MARKER"
+    code = (
+        "import os\n"
+        f"for p in ('/usr/escape', '/etc/escape', '/escape', {str(target)!r}):\n"
+        "    try:\n"
+        "        open(p, 'w').write('x')\n"
+        "        print('wrote', p)\n"
+        "    except OSError as e:\n"
+        "        print('denied', p)\n"
+        "open('/tmp/ok', 'w').write('x')\n"
+        "open('/work/ok', 'w').write('x')\n"
+    )
+    r = run_python(code, config=FAST)
+    assert r.status is Status.PASSED
+    assert "wrote" not in r.stdout
+    assert not target.exists() and not Path("/escape").exists() and not Path("/usr/escape").exists()
+
+
+def test_cannot_signal_parent_or_host_processes() -> None:
+    canary = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        code = (
+            "import os, signal\n"
+            f"for pid in ({os.getpid()}, {canary.pid}):\n"
+            "    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n"
+            "        print('signalled', pid)\n"
+            "    except OSError as e:\n"
+            "        print('denied', pid)\n"
+            "print('ppid', os.getppid())\n"
+            "try:\n"
+            "    os.kill(os.getppid(), signal.SIGKILL)\n"
+            "except PermissionError:\n"
+            "    print('init is root')\n"
+            "try:\n"
+            "    os.kill(-1, signal.SIGKILL)\n"
+            "except OSError:\n"
+            "    print('nobody to signal')\n"
+        )
+        r = run_python(code, config=FAST)
+        # The parent it sees is the namespace's init (immune to signals from inside);
+        # the test process and the canary are not even visible.
+        assert "signalled" not in r.stdout and "ppid 1" in r.stdout and "nobody to signal" in r.stdout
+        time.sleep(0.1)
+        assert canary.poll() is None
+    finally:
+        canary.kill()
+        canary.wait()
