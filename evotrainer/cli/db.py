@@ -50,8 +50,8 @@ def status_command(as_json: bool = typer.Option(False, "--json", help="Print JSO
         "url": url,
         "embedded": config.database_url_override() is None,
         "revision": revision,
-        "head": migrate.HEAD_REVISION,
-        "up_to_date": revision == migrate.HEAD_REVISION,
+        "head": migrate.head_revision(),
+        "up_to_date": revision == migrate.head_revision(),
         **counts,
     }
     if as_json:

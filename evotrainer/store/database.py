@@ -27,7 +27,7 @@ def ensure_database() -> str:
     """The database URL, with the schema migrated to head (checked once per process)."""
     url = database_url()
     if url not in _ready:
-        if migrate.current_revision(url) != migrate.HEAD_REVISION:
+        if migrate.current_revision(url) != migrate.head_revision():
             migrate.upgrade(url)
         _ready.add(url)
     return url

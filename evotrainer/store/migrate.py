@@ -1,19 +1,39 @@
 """Schema migrations through Alembic, the only place the schema is defined.
 
-HEAD_REVISION names the newest revision in migrations/versions; a test keeps it honest.
-Checking it is one cheap query, so every command can afford to do it.
+`head_revision()` finds the newest revision by reading the revision files' headers (far
+cheaper than loading Alembic's script directory); a test checks it agrees with Alembic.
+Comparing it with the database's revision is one query, so every command can afford it.
 """
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from pathlib import Path
 
 import psycopg
 
 from evotrainer.errors import DatabaseUnavailableError
 
-HEAD_REVISION = "0001"
 MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+_REVISION = re.compile(r"^revision\s*=\s*[\"']([^\"']+)[\"']", re.M)
+_DOWN = re.compile(r"^down_revision\s*=\s*[\"']([^\"']+)[\"']", re.M)
+
+
+@cache
+def head_revision() -> str:
+    """The one revision no other revision builds on."""
+    revisions, parents = set(), set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if match := _REVISION.search(text):
+            revisions.add(match.group(1))
+        if match := _DOWN.search(text):
+            parents.add(match.group(1))
+    heads = revisions - parents
+    if len(heads) != 1:
+        raise RuntimeError(f"migrations must have exactly one head, found {sorted(heads)}")
+    return heads.pop()
 
 
 def sqlalchemy_url(url: str) -> str:

@@ -16,7 +16,7 @@ def test_alembic_check_finds_nothing_to_generate(database_url: str) -> None:
 
 
 def test_head_revision_constant_matches_the_scripts() -> None:
-    assert migrate.head_of_scripts() == migrate.HEAD_REVISION
+    assert migrate.head_of_scripts() == migrate.head_revision()
 
 
 def test_concurrent_first_use_migrates_exactly_once() -> None:
@@ -28,6 +28,6 @@ def test_concurrent_first_use_migrates_exactly_once() -> None:
         procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) for _ in range(3)]
         results = [(proc.wait(timeout=120), proc.stderr.read()) for proc in procs]  # type: ignore[union-attr]
         assert [rc for rc, _ in results] == [0, 0, 0], results
-        assert migrate.current_revision(url) == migrate.HEAD_REVISION
+        assert migrate.current_revision(url) == migrate.head_revision()
     finally:
         drop_database(name)
