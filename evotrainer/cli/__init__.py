@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from evotrainer.cli import audit, db, domains_mount, events, experiment, schemas
+from evotrainer.cli import audit, db, domains_mount, events, experiment, lineage, schemas, train
 from evotrainer.errors import EvotrainerError
 
 app = typer.Typer(
@@ -30,6 +30,12 @@ app.add_typer(events.app, name="events")
 app.add_typer(schemas.app, name="schemas")
 app.command("audit")(audit.audit_command)
 app.command("fork")(experiment.fork_command)
+app.command("train")(train.train_command)
+app.command("evaluate")(train.evaluate_command)
+app.command("sql")(lineage.sql_command)
+app.command("log")(lineage.log_command)
+app.command("lineage")(lineage.lineage_command)
+app.command("replay")(lineage.replay_command)
 domains_mount.mount(app)
 
 

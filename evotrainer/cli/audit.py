@@ -19,6 +19,7 @@ def audit_command(
     anchors: Path = typer.Option(
         None, help="JSON of branch heads from an earlier `audit --json`: also prove none was truncated."
     ),
+    artifacts: bool = typer.Option(False, "--artifacts", help="Also re-hash every artifact the events reference."),
 ) -> None:
     """Verify hash chains. Exit 0 intact, 1 altered (first bad event named), 2 usage error."""
     from evotrainer.store.audit import audit, verify_anchors
@@ -29,6 +30,8 @@ def audit_command(
         report = audit(store, branch)
         if anchored is not None:
             report.problems.extend(verify_anchors(store, anchored))
+        if artifacts:
+            report.problems.extend(_audit_artifacts(store, branch))
     if as_json:
         print_json(report.to_json())
     elif report.intact:
@@ -39,6 +42,24 @@ def audit_command(
             typer.echo(f"  also {problem}")
     if not report.intact:
         raise typer.Exit(1)
+
+
+def _audit_artifacts(store, branch: BranchRef | None) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """Missing or corrupted artifacts, each named by the first event that references it."""
+    from evotrainer.artifacts import open_store as open_artifacts
+    from evotrainer.artifacts.references import referenced_artifacts
+    from evotrainer.store.audit import AuditProblem
+
+    events = store.read_branch(branch) if branch else store.read_all(limit=10**9)
+    references = referenced_artifacts(events)
+    verdicts = open_artifacts().audit(sorted(references))
+    problems = []
+    for sha, verdict in sorted(verdicts.items()):
+        if verdict != "ok":
+            where, _, field = references[sha][0].partition(" ")
+            exp_branch, _, seq = where.rpartition("@")
+            problems.append(AuditProblem(exp_branch, int(seq), f"artifact {sha[:12]} ({field}) is {verdict}"))
+    return problems
 
 
 def _read_anchors(path: Path) -> dict[str, dict[str, object]]:

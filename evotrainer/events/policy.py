@@ -1,4 +1,9 @@
-"""Events about policies: checkpoints, training runs, their rollout evidence and evaluations."""
+"""Events about policies: checkpoints, training runs, their rollout evidence and evaluations.
+
+Every large thing (weights, evidence, per-problem results) is an artifact addressed by
+its sha256; these payloads carry the hashes and the headline numbers. `request` fields
+hold the exact training or evaluation request, which is what replay re-executes.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from pydantic import Field
 
 from evotrainer.events.base import Event, register
 
-Sha256 = str
 _SHA = r"^[0-9a-f]{64}$"
 
 
@@ -16,50 +20,57 @@ _SHA = r"^[0-9a-f]{64}$"
 class PolicyCheckpointed(Event):
     """A policy's weights were stored as a content-addressed artifact."""
 
-    artifact: Sha256 = Field(pattern=_SHA)
-    kind: Literal["tiny", "smollm2", "local"]
-    parent_artifact: Sha256 | None = Field(default=None, pattern=_SHA)
+    policy_sha256: str = Field(pattern=_SHA)
+    parent_sha256: str | None = Field(default=None, pattern=_SHA)
+    kind: Literal["tiny", "smollm2", "hf_dir", "trained"]
     parameters: int = Field(ge=0)
     size_bytes: int = Field(ge=0)
     source: str = ""
-
-
-@register
-class RolloutsRecorded(Event):
-    """Every sampled completion of a run, stored as an evidence artifact."""
-
-    evidence: Sha256 = Field(pattern=_SHA)
-    rollouts: int = Field(ge=0)
-    groups: int = Field(ge=0)
-    policy_artifact: Sha256 = Field(pattern=_SHA)
-    harness_hash: Sha256 | None = Field(default=None, pattern=_SHA)
-    reward_components: list[str] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
 
 
 @register
 class TrainingCompleted(Event):
     """A GRPO run finished: the checkpoint it produced and how it got there."""
 
-    policy_artifact: Sha256 = Field(pattern=_SHA)
-    parent_policy_artifact: Sha256 | None = Field(default=None, pattern=_SHA)
-    evidence: Sha256 = Field(pattern=_SHA)
-    harness_hash: Sha256 | None = Field(default=None, pattern=_SHA)
+    request: dict[str, Any]
+    base_policy_sha256: str = Field(pattern=_SHA)
+    policy_sha256: str = Field(pattern=_SHA)
+    evidence_sha256: str = Field(pattern=_SHA)
+    harness_hash: str | None = Field(default=None, pattern=_SHA)
     steps: int = Field(ge=0)
-    seed: int
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    train_tasks_used: int = Field(ge=0)
+    step_metrics: list[dict[str, Any]] = Field(default_factory=list)
     environment: dict[str, Any] = Field(default_factory=dict)
-    duration_s: float = Field(ge=0)
+    wall_seconds: float = Field(ge=0)
+
+
+@register
+class RolloutsRecorded(Event):
+    """Every sampled completion of a run, stored as an evidence artifact (JSONL)."""
+
+    evidence_sha256: str = Field(pattern=_SHA)
+    policy_sha256: str = Field(pattern=_SHA)
+    base_policy_sha256: str = Field(pattern=_SHA)
+    harness_hash: str | None = Field(default=None, pattern=_SHA)
+    format: Literal["jsonl"] = "jsonl"
+    evidence_version: int = Field(default=1, ge=1)
+    summary: dict[str, float] = Field(default_factory=dict)
+    environment: dict[str, Any] = Field(default_factory=dict)
 
 
 @register
 class EvaluationRecorded(Event):
     """Avg@k of a policy on the held-out split, with the per-problem results as an artifact."""
 
-    policy_artifact: Sha256 = Field(pattern=_SHA)
-    split: str = "eval"
+    request: dict[str, Any]
+    policy_sha256: str = Field(pattern=_SHA)
+    metric: str
+    avg_at_k: float = Field(ge=0, le=1)
+    pass_at_k: float = Field(ge=0, le=1)
     k: int = Field(ge=1)
     problems: int = Field(ge=0)
-    avg_at_k: float = Field(ge=0, le=1)
-    results: Sha256 = Field(pattern=_SHA)
-    seed: int
-    protocol: dict[str, Any] = Field(default_factory=dict)
+    component_means: dict[str, float] = Field(default_factory=dict)
+    results_sha256: str = Field(pattern=_SHA)
+    environment: dict[str, Any] = Field(default_factory=dict)
+    wall_seconds: float = Field(ge=0)

@@ -170,7 +170,8 @@ class EventStore:
         upto: int | None = None
         for branch_id, _exp, _name, _parent, fork_seq in chain:
             segments.append((branch_id, fork_seq, upto))
-            upto = fork_seq
+            # An ancestor contributes only what every branch below it inherited.
+            upto = fork_seq if upto is None else min(upto, fork_seq)
         branch_id, experiment, name, parent_id, fork_seq = chain[0]
         fork_hash, parent = GENESIS_HASH, None
         if parent_id is not None:

@@ -188,3 +188,14 @@ class TestReading:
         created = store.create_experiment("exp", {"domain": "math"})
         model = created.model()
         assert type(model).__name__ == "ExperimentCreated" and model.domain == "math"  # type: ignore[attr-defined]
+
+
+def test_a_fork_inside_an_inherited_prefix_reads_only_what_it_inherits(store: EventStore, database_url: str) -> None:
+    """main -> b forked at 4 -> c forked at 2 (inside b's inherited prefix): c sees main@1..2."""
+    store.create_experiment("exp")
+    store.append(MAIN, [task(i) for i in range(5)])
+    store.fork(BranchRef("exp", "main", 4), "b")
+    store.fork(BranchRef("exp", "b", 2), "c")
+    with EventStore.connect(database_url) as fresh:  # resolves the ancestry from the database
+        history = fresh.read_branch(BranchRef("exp", "c"))
+    assert [(e.branch, e.seq) for e in history] == [("main", 1), ("main", 2), ("c", 3)]

@@ -1,0 +1,136 @@
+"""`evotrainer sql`, `log`, `lineage` and `replay --projections`: asking the lineage questions."""
+
+from __future__ import annotations
+
+import csv
+import sys
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import typer
+
+from evotrainer.cli.render import print_json, print_table, summarize
+from evotrainer.cli.session import open_store
+from evotrainer.errors import UsageError
+from evotrainer.refs import BranchRef, check_name
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def sql_command(
+    query: str = typer.Argument(None, help="One read-only query (SELECT, WITH, VALUES, TABLE, EXPLAIN, SHOW)."),
+    file: typer.FileText = typer.Option(None, "--file", help="Read the query from a file (- for stdin)."),
+    as_json: bool = typer.Option(False, "--json", help="Rows as JSON objects."),
+    as_csv: bool = typer.Option(False, "--csv", help="Rows as CSV."),
+    timeout_ms: int = typer.Option(30_000, help="Statement timeout in milliseconds."),
+) -> None:
+    """Query the lineage in SQL, read-only (views: lineage_edges, branch_heads, promotion_audit, ...)."""
+    from evotrainer.lineage.projections import Projector
+    from evotrainer.lineage.readonly import run_query
+
+    if (query is None) == (file is None):
+        raise UsageError("give a QUERY or --file, not both and not neither")
+    if as_json and as_csv:
+        raise UsageError("choose one of --json and --csv")
+    text = query if query is not None else file.read()
+    with open_store() as store:
+        Projector(store).catch_up()
+        result = run_query(store.conn, text, timeout_ms)
+    rows = [[_plain(v) for v in row] for row in result.rows]
+    if as_json:
+        print_json([dict(zip(result.columns, row, strict=True)) for row in rows])
+    elif as_csv:
+        writer = csv.writer(sys.stdout)
+        writer.writerow(result.columns)
+        writer.writerows(rows)
+    else:
+        print_table(result.columns, rows)
+
+
+def log_command(
+    ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH or EXPERIMENT/BRANCH@SEQ."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The effective history of a branch (inherited prefix included), one line per event."""
+    branch = BranchRef.parse(ref)
+    with open_store() as store:
+        history = store.read_branch(branch)
+    if as_json:
+        print_json([
+            {"seq": e.seq, "branch": f"{e.experiment}/{e.branch}", "type": e.type, "actor": e.actor,
+             "recorded_at": e.recorded_at.isoformat(), "summary": summarize(e.payload), "hash": e.hash}
+            for e in history
+        ])
+        return
+    print_table(
+        ["seq", "branch", "type", "actor", "time", "summary"],
+        [(e.seq, e.branch, e.type, e.actor, e.recorded_at.strftime("%Y-%m-%d %H:%M:%S"), summarize(e.payload))
+         for e in history],
+    )
+
+
+def lineage_command(
+    experiment: str = typer.Argument(None, help="Only this experiment (all when omitted)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_dot: bool = typer.Option(False, "--dot", help="Print a Graphviz digraph."),
+) -> None:
+    """The branch tree: each branch's fork point, status (promoted/rejected/running), head and scores."""
+    from evotrainer.lineage.dag import LineageDAG
+    from evotrainer.lineage.projections import Projector
+    from evotrainer.lineage.tree import as_json as tree_json
+    from evotrainer.lineage.tree import render_dot, render_tree, summaries
+
+    if experiment is not None:
+        check_name("experiment", experiment)
+    with open_store() as store:
+        Projector(store).catch_up()
+        dag = LineageDAG.from_store(store, experiment)
+        if experiment is not None and not dag.nodes:
+            raise UsageError(f"no experiment {experiment}")
+        info = summaries(store.conn, experiment)
+    if as_json:
+        print_json(tree_json(dag, info))
+    elif as_dot:
+        typer.echo(render_dot(dag, info))
+    else:
+        for line in render_tree(dag, info):
+            typer.echo(line)
+
+
+def replay_command(
+    ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH whose experiment's projections are checked."),
+    projections: bool = typer.Option(False, "--projections", help="Rebuild every projection and compare."),
+) -> None:
+    """Rebuild the projections from the log into a scratch schema; exit 0 identical, 1 at the first difference."""
+    from evotrainer.lineage.projections import LIVE_SCHEMA, Projector, compare, rebuild
+
+    if not projections:
+        raise UsageError(
+            "re-executing recorded computations is not available yet; `replay REF --projections` "
+            "rebuilds and compares the projections"
+        )
+    branch = BranchRef.parse(ref, allow_seq=False)
+    with open_store() as store:
+        store.branch(branch)
+        projector = Projector(store)
+        projector.catch_up()
+        scratch = f"replay_{uuid.uuid4().hex[:10]}"
+        try:
+            events = rebuild(store, scratch, upto=projector.position())
+            difference = compare(store.conn, LIVE_SCHEMA, scratch)
+        finally:
+            store.conn.execute(f'DROP SCHEMA IF EXISTS "{scratch}" CASCADE')
+    if difference is not None:
+        typer.echo(f"DIFFERENT: {difference}")
+        raise typer.Exit(1)
+    typer.echo(f"identical: {events} events rebuilt into every projection, no difference")

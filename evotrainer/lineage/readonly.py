@@ -1,0 +1,102 @@
+"""`evotrainer sql`: run one query against the lineage with no way to write.
+
+Defence in depth, each layer enough for the common mistakes and together for the
+deliberate ones:
+1. one statement only, and it must start as a query does (SELECT, WITH, VALUES, TABLE,
+   EXPLAIN, SHOW): anything else is refused before it reaches the server;
+2. the extended query protocol, which the server refuses to run more than one command in;
+3. a READ ONLY transaction: INSERT, UPDATE, DELETE, DDL, COPY FROM, nextval() and other
+   writing functions fail in the server;
+4. no calls to functions that change settings, read server files or signal backends;
+5. the `evotrainer_reader` role (SELECT only, no superuser file or signal functions) for
+   the duration of the transaction, when the connecting user may assume it;
+6. a statement timeout, so a runaway query cannot hold the database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from evotrainer.errors import UsageError
+
+READER_ROLE = "evotrainer_reader"
+_ALLOWED_START = re.compile(r"^\s*(\(\s*)*(select|with|values|table|explain|show)\b", re.I)
+_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
+# Functions that change settings (set_config can switch the role back to a superuser
+# session's own), read server files or signal other backends. The role and the
+# read-only transaction stop most of them; naming them stops them for superuser sessions.
+_FORBIDDEN_CALL = re.compile(
+    r"\b(set_config|pg_read_\w*|pg_ls_\w*|pg_stat_file|lo_\w+|pg_terminate_backend|pg_cancel_backend"
+    r"|pg_reload_conf|pg_rotate_logfile|pg_promote|pg_switch_wal|dblink\w*|pg_file_\w+)\s*\(",
+    re.I,
+)
+
+
+class ReadOnlyViolation(UsageError):
+    """The query would write, or is not a single query."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    role: str
+
+
+def _single_query(query: str) -> str:
+    text = _COMMENT.sub(" ", query).strip().rstrip(";").strip()
+    if not text:
+        raise UsageError("empty query")
+    bare = _strip_literals(text)
+    if ";" in bare:
+        raise ReadOnlyViolation("one statement at a time: the query contains ';'")
+    if forbidden := _FORBIDDEN_CALL.search(bare):
+        raise ReadOnlyViolation(f"{forbidden.group(1)}() is refused: it changes settings or reaches the server")
+    if not _ALLOWED_START.match(text):
+        word = text.split(None, 1)[0].upper()
+        raise ReadOnlyViolation(f"{word} is refused: `evotrainer sql` only runs read-only queries")
+    return text
+
+
+def _strip_literals(text: str) -> str:
+    return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", text)
+
+
+def run_query(conn: psycopg.Connection[Any], query: str, timeout_ms: int = 30_000) -> QueryResult:
+    text = _single_query(query)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}")
+        role = _assume_reader(conn)
+        try:
+            cursor = conn.execute(text, prepare=True)
+        except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
+            raise ReadOnlyViolation(f"refused: {_first_line(exc)}") from None
+        except pg_errors.QueryCanceled:
+            raise UsageError(f"query cancelled after {timeout_ms} ms (statement timeout)") from None
+        except psycopg.Error as exc:
+            raise UsageError(f"query failed: {_first_line(exc)}") from None
+        columns = [c.name for c in cursor.description or []]
+        rows = cursor.fetchall() if cursor.description else []
+    return QueryResult(columns, rows, role)
+
+
+def _assume_reader(conn: psycopg.Connection[Any]) -> str:
+    """Switch to the reader role for this transaction if allowed; report the role used."""
+    with conn.transaction():  # a savepoint: a refused SET ROLE must not abort the query
+        try:
+            conn.execute(f"SET LOCAL ROLE {READER_ROLE}")
+            return READER_ROLE
+        except (pg_errors.InsufficientPrivilege, pg_errors.UndefinedObject):
+            pass
+    row = conn.execute("SELECT current_user").fetchone()
+    return str(row[0]) if row else "?"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,0 +1,74 @@
+"""Drawing the lineage: a terminal tree (like `git log --graph`), JSON, or Graphviz dot."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from evotrainer.lineage.dag import LineageDAG
+
+
+@dataclass(frozen=True)
+class BranchSummary:
+    ref: str
+    parent: str | None
+    fork_seq: int
+    head_seq: int
+    status: str
+    last_score: float | None
+    best_score: float | None
+
+
+def summaries(conn: Any, experiment: str | None) -> dict[str, BranchSummary]:
+    rows = conn.execute(
+        "SELECT experiment || '/' || branch, parent, fork_seq, head_seq, status, last_score, best_score"
+        " FROM projections.branch_state WHERE %s::text IS NULL OR experiment = %s",
+        (experiment, experiment),
+    ).fetchall()
+    return {r[0]: BranchSummary(*r) for r in rows}
+
+
+def _label(s: BranchSummary) -> str:
+    score = f"  avg {s.last_score:.3f} (best {s.best_score:.3f})" if s.last_score is not None else ""
+    fork = f" @{s.fork_seq}" if s.parent else ""
+    return f"{s.ref.partition('/')[2]}{fork}  [{s.status}]  head {s.head_seq}{score}"
+
+
+def render_tree(dag: LineageDAG, info: dict[str, BranchSummary]) -> list[str]:
+    lines: list[str] = []
+    experiments: dict[str, list[str]] = {}
+    for root in dag.roots():
+        experiments.setdefault(root.partition("/")[0], []).append(root)
+
+    def walk(ref: str, prefix: str, last: bool) -> None:
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{_label(info[ref]) if ref in info else ref}")
+        children = list(dag.node(ref).children)
+        for i, child in enumerate(children):
+            walk(child, prefix + ("    " if last else "│   "), i == len(children) - 1)
+
+    for experiment, roots in sorted(experiments.items()):
+        lines.append(experiment)
+        for i, root in enumerate(roots):
+            walk(root, "", i == len(roots) - 1)
+    return lines
+
+
+def render_dot(dag: LineageDAG, info: dict[str, BranchSummary]) -> str:
+    colours = {"promoted": "palegreen", "rejected": "lightpink", "running": "lightgrey"}
+    out = ["digraph lineage {", "  rankdir=LR;", "  node [shape=box, style=filled];"]
+    for ref in dag.topological_order():
+        s = info.get(ref)
+        label = _label(s).replace('"', "'") if s else ref
+        out.append(f'  "{ref}" [label="{label}", fillcolor={colours.get(s.status if s else "", "white")}];')
+        node = dag.node(ref)
+        if node.parent:
+            out.append(f'  "{node.parent}" -> "{ref}" [label="@{node.fork_seq}"];')
+    out.append("}")
+    return "\n".join(out)
+
+
+def as_json(dag: LineageDAG, info: dict[str, BranchSummary]) -> list[dict[str, Any]]:
+    return [
+        {**(asdict(info[ref]) if ref in info else {"ref": ref}), "children": list(dag.node(ref).children)}
+        for ref in dag.topological_order()
+    ]

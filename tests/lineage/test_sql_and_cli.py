@@ -1,0 +1,149 @@
+"""`evotrainer sql` refuses anything that writes; lineage, log and replay from the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evotrainer.errors import UsageError
+from evotrainer.lineage.projections import Projector
+from evotrainer.lineage.readonly import READER_ROLE, ReadOnlyViolation, run_query
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, NewEvent
+from tests.test_cli import run
+
+WRITES = [
+    "INSERT INTO branches (experiment, name) VALUES ('x', 'y')",
+    "UPDATE events SET actor = 'x'",
+    "DELETE FROM events",
+    "TRUNCATE events",
+    "CREATE TABLE evil (x int)",
+    "DROP TABLE events",
+    "ALTER TABLE events ADD COLUMN x int",
+    "COPY events TO '/tmp/evotrainer-copy'",
+    "COPY events FROM '/etc/passwd'",
+    "SET ROLE postgres",
+    "RESET ROLE",
+    "GRANT ALL ON events TO PUBLIC",
+    "SELECT 1; DELETE FROM events",
+    "WITH gone AS (DELETE FROM events RETURNING 1) SELECT * FROM gone",
+    "SELECT nextval('events_position_seq')",
+    "SELECT set_config('role', 'postgres', true)",
+    "SELECT pg_read_file('/etc/shadow')",
+    "SELECT lo_import('/etc/passwd')",
+    "SELECT pg_terminate_backend(pg_backend_pid())",
+    "SELECT * FROM events FOR UPDATE",
+    "EXPLAIN ANALYZE DELETE FROM events",
+    "CALL something()",
+    "DO $$ BEGIN DELETE FROM events; END $$",
+    "",
+]
+
+
+@pytest.mark.parametrize("query", WRITES)
+def test_writes_are_refused_and_nothing_changes(store: EventStore, query: str) -> None:
+    store.create_experiment("exp")
+    with pytest.raises(UsageError):
+        run_query(store.conn, query)
+    assert store.conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
+    assert store.conn.execute("SELECT to_regclass('evil')").fetchone()[0] is None
+
+
+def test_queries_run_as_the_reader_role(store: EventStore) -> None:
+    store.create_experiment("exp")
+    result = run_query(store.conn, "SELECT current_user, count(*) FROM branch_history('exp/main')")
+    assert result.rows == [(READER_ROLE, 1)] and result.role == READER_ROLE
+    assert store.conn.execute("SELECT current_user").fetchone()[0] != READER_ROLE  # only for that query
+
+
+def test_semicolons_inside_literals_are_fine(store: EventStore) -> None:
+    assert run_query(store.conn, "SELECT 'a;b' AS x").rows == [("a;b",)]
+    with pytest.raises(ReadOnlyViolation):
+        run_query(store.conn, "SELECT 'a'; SELECT 'b'")
+
+
+def test_a_slow_query_hits_the_statement_timeout(store: EventStore) -> None:
+    with pytest.raises(UsageError, match="statement timeout"):
+        run_query(store.conn, "SELECT pg_sleep(5)", timeout_ms=200)
+
+
+def build_search(store: EventStore) -> None:
+    """main, an intervention branch that is rejected, and one that is promoted."""
+    store.create_experiment("exp", {"domain": "math"})
+    main = BranchRef("exp", "main")
+    store.append(main, [NewEvent("EvaluationRecorded", {
+        "request": {}, "policy_sha256": "a" * 64, "metric": "avg@8", "avg_at_k": 0.30, "pass_at_k": 0.5, "k": 8,
+        "problems": 32, "results_sha256": "b" * 64, "wall_seconds": 1.0})])
+    for name, value, score, decision in [("temp-up", 1.2, 0.28, "rejected"), ("lr-down", 5e-4, 0.41, "promoted")]:
+        iid = f"i-{name}"
+        store.append(main, [NewEvent("InterventionProposed", {
+            "intervention_id": iid, "field": "grpo.temperature" if name == "temp-up" else "grpo.learning_rate",
+            "new_value": value, "hypothesis": "h", "success_criterion": "avg up 0.05", "rollback_plan": "drop branch"}),
+            NewEvent("BacktestCompleted", {"intervention_id": iid, "kind": "reward", "evidence": "c" * 64,
+                                           "figures": {"dead_groups_rescued": 3}, "passed": True})])
+        store.fork(main, name)
+        branch = BranchRef("exp", name)
+        store.append(branch, [
+            NewEvent("DiagnosisRecorded", {"evidence": "d" * 64, "findings": [], "conditions": ["insufficient_signal"]}),
+            NewEvent("EvaluationRecorded", {
+                "request": {}, "policy_sha256": "e" * 64, "metric": "avg@8", "avg_at_k": score, "pass_at_k": 0.6,
+                "k": 8, "problems": 32, "results_sha256": "f" * 64, "wall_seconds": 1.0})])
+        store.append(main, [NewEvent("PromotionDecided", {
+            "candidate": f"exp/{name}", "decision": decision, "baseline_score": 0.30, "candidate_score": score,
+            "margin": score - 0.30, "intervention_id": iid})])
+
+
+def test_promotion_audit_joins_each_decision_with_its_evidence(store: EventStore) -> None:
+    build_search(store)
+    Projector(store).catch_up()
+    rows = run_query(store.conn, "SELECT candidate, decision, intervention_field, backtests, evaluation, diagnoses"
+                                 " FROM promotion_audit ORDER BY seq").rows
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        ("exp/temp-up", "rejected", "grpo.temperature"), ("exp/lr-down", "promoted", "grpo.learning_rate")]
+    candidate, _, _, backtests, evaluation, diagnoses = rows[1]
+    assert backtests == [{"kind": "reward", "passed": True, "figures": {"dead_groups_rescued": 3}}]
+    assert evaluation["avg_at_k"] == 0.41
+    assert diagnoses[0]["conditions"] == ["insufficient_signal"]
+
+
+def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[str, str]) -> None:
+    build_search(store)
+    tree = run(cli_env, "lineage", "exp").stdout.splitlines()
+    assert tree[0] == "exp"
+    assert any("temp-up @" in line and "[rejected]" in line for line in tree)
+    assert any("lr-down @" in line and "[promoted]" in line and "avg 0.410" in line for line in tree)
+    nodes = json.loads(run(cli_env, "lineage", "exp", "--json").stdout)
+    assert {n["ref"]: n["status"] for n in nodes} == {
+        "exp/main": "running", "exp/temp-up": "rejected", "exp/lr-down": "promoted"}
+    assert 'digraph lineage' in run(cli_env, "lineage", "--dot").stdout
+    log = json.loads(run(cli_env, "log", "exp/lr-down", "--json").stdout)
+    assert log[-1]["type"] == "EvaluationRecorded" and log[-3]["type"] == "BranchForked"
+
+    ok = run(cli_env, "replay", "exp/main", "--projections")
+    assert ok.returncode == 0 and ok.stdout.startswith("identical:"), ok.stdout + ok.stderr
+    store.conn.execute("UPDATE projections.branch_state SET status = 'promoted' WHERE branch = 'temp-up'")
+    bad = run(cli_env, "replay", "exp/main", "--projections")
+    assert bad.returncode == 1
+    assert bad.stdout.startswith("DIFFERENT: branch_state row exp/temp-up"), bad.stdout
+
+    csv_out = run(cli_env, "sql", "SELECT child, fork_seq FROM lineage_edges ORDER BY child", "--csv").stdout
+    assert csv_out.splitlines()[0] == "child,fork_seq" and "lr-down," in csv_out
+    refused = run(cli_env, "sql", "DELETE FROM events")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert run(cli_env, "lineage", "nope").returncode == 2
+    assert run(cli_env, "replay", "exp/main").returncode == 2
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "lineage" / "queries").glob("*.sql")),
+                         ids=lambda p: p.name)
+def test_every_example_question_runs_read_only(store: EventStore, path: Path) -> None:
+    build_search(store)
+    Projector(store).catch_up()
+    text = path.read_text()
+    assert text.startswith("-- "), "each example query opens with the question it answers"
+    result = run_query(store.conn, text)
+    assert result.columns
+    if path.name == "interventions_that_helped.sql":
+        assert [(r[0], r[1]) for r in result.rows] == [("math", "grpo.learning_rate")]

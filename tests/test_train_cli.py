@@ -1,0 +1,52 @@
+"""Training and evaluation from the CLI, recorded as events whose artifacts audit can check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import run
+
+
+@pytest.mark.slow
+def test_train_then_evaluate_records_events_and_artifacts(cli_env: dict[str, str]) -> None:
+    assert run(cli_env, "experiment", "create", "t").returncode == 0
+    trained = run(cli_env, "train", "t/main", "--steps", "2", "--group-size", "4", "--json")
+    assert trained.returncode == 0, trained.stderr
+    events = json.loads(trained.stdout)
+    assert [e["type"] for e in events] == [
+        "PolicyCheckpointed", "PolicyCheckpointed", "RolloutsRecorded", "TrainingCompleted",
+    ]
+    base, policy, rollouts, training = (e["payload"] for e in events)
+    assert policy["parent_sha256"] == base["policy_sha256"] == training["base_policy_sha256"]
+    assert rollouts["evidence_sha256"] == training["evidence_sha256"]
+    assert rollouts["summary"]["completions"] == 2 * 4 * 4
+
+    evaluated = run(cli_env, "evaluate", "t/main", "--k", "2", "--tasks", "4", "--json")
+    assert evaluated.returncode == 0, evaluated.stderr
+    evaluation = json.loads(evaluated.stdout)[0]["payload"]
+    assert evaluation["policy_sha256"] == policy["policy_sha256"]  # 'latest' is the trained checkpoint
+    assert run(cli_env, "audit", "--artifacts").returncode == 0
+
+    evidence = next(Path(cli_env["EVOTRAINER_HOME"], "artifacts", "objects").rglob(rollouts["evidence_sha256"][2:]))
+    evidence.chmod(0o644)
+    evidence.write_bytes(evidence.read_bytes() + b"tampered\n")
+    audited = run(cli_env, "audit", "--artifacts")
+    assert audited.returncode == 1
+    assert "artifact" in audited.stdout and "evidence_sha256" in audited.stdout and "corrupt" in audited.stdout
+
+
+def test_training_refuses_bad_requests_before_spending_compute(cli_env: dict[str, str]) -> None:
+    run(cli_env, "experiment", "create", "t")
+    for args, message in [
+        (["train", "nope/main"], "no branch"),
+        (["train", "t/main", "--domain", "bogus"], "unknown domain"),
+        (["train", "t/main", "--steps", "0"], "max_steps"),
+        (["train", "t/main", "--group-size", "1"], "num_generations"),
+        (["evaluate", "t/main", "--k", "0"], "sample at least 1"),
+    ]:
+        result = run(cli_env, *args)
+        assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
+        assert result.stderr.count("\n") == 1
