@@ -37,19 +37,20 @@ CREATE TABLE {schema}.diagnoses (
     position bigint PRIMARY KEY, experiment text NOT NULL, branch text NOT NULL, seq bigint NOT NULL,
     evidence_sha256 text, harness_hash text, conditions jsonb, blocking boolean, findings jsonb
 );
+CREATE INDEX ON {schema}.diagnoses (experiment, branch);
 
 CREATE TABLE {schema}.interventions (
     position bigint PRIMARY KEY, experiment text NOT NULL, branch text NOT NULL, seq bigint NOT NULL,
     intervention_id text NOT NULL, field text, old_value jsonb, new_value jsonb, hypothesis text,
     success_criterion text, rollback_plan text, proposer text
 );
-CREATE INDEX ON {schema}.interventions (intervention_id);
+CREATE INDEX ON {schema}.interventions (experiment, intervention_id);
 
 CREATE TABLE {schema}.backtests (
     position bigint PRIMARY KEY, experiment text NOT NULL, branch text NOT NULL, seq bigint NOT NULL,
     intervention_id text NOT NULL, kind text, evidence_sha256 text, passed boolean, figures jsonb, criterion text
 );
-CREATE INDEX ON {schema}.backtests (intervention_id);
+CREATE INDEX ON {schema}.backtests (experiment, intervention_id);
 
 CREATE TABLE {schema}.evaluations (
     position bigint PRIMARY KEY, experiment text NOT NULL, branch text NOT NULL, seq bigint NOT NULL,
