@@ -173,9 +173,11 @@ class Projector:
         self.store = store
         self.subscription = Subscription(store, SUBSCRIPTION)
 
-    def catch_up(self, batch_size: int = 5000) -> int:
-        """Project every committed event not yet projected; returns how many."""
-        return self.subscription.run_until_idle(lambda conn, events: apply(conn, LIVE_SCHEMA, events), batch_size)
+    def catch_up(self, batch_size: int = 5000, timeout_s: float = 10.0) -> int:
+        """Project every event committed before this call; returns how many were projected."""
+        return self.subscription.catch_up(
+            lambda conn, events: apply(conn, LIVE_SCHEMA, events), batch_size, timeout_s
+        )
 
     def position(self) -> GlobalPosition:
         return self.subscription.position()

@@ -382,6 +382,13 @@ class EventStore:
         rows = self.conn.execute(sql.READ_AFTER, (str(after.transaction_id), after.position, limit)).fetchall()
         return [row_to_event(row) for row in rows]
 
+    def last_position(self) -> GlobalPosition:
+        """The global position of the newest committed event this connection can see."""
+        row = self.conn.execute(
+            "SELECT transaction_id::text, position FROM events ORDER BY transaction_id DESC, position DESC LIMIT 1"
+        ).fetchone()
+        return GlobalPosition(int(row[0]), row[1]) if row else GlobalPosition()
+
     def get_event(self, event_id: str) -> StoredEvent:
         try:
             row = self.conn.execute(sql.SELECT_EVENTS + " WHERE e.event_id = %s::uuid", (event_id,)).fetchone()

@@ -12,6 +12,7 @@ is handled exactly once as far as the database can tell.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,4 +60,20 @@ class Subscription:
         total = 0
         while (handled := self.process(handler, limit)) > 0:
             total += handled
+        return total
+
+    def catch_up(self, handler: Handler, limit: int = 1000, timeout_s: float = 10.0) -> int:
+        """Handle everything committed before this call, waiting for older transactions.
+
+        `run_until_idle` stops at the oldest transaction still running anywhere in the
+        cluster (see sql.READ_AFTER); this waits, up to `timeout_s`, until the events
+        already committed when it was called are all handled. On timeout it returns what
+        it handled: the rest follows on the next call, never out of order.
+        """
+        target = self.store.last_position()
+        deadline = time.monotonic() + timeout_s
+        total = self.run_until_idle(handler, limit)
+        while self.position() < target and time.monotonic() < deadline:
+            time.sleep(0.02)
+            total += self.run_until_idle(handler, limit)
         return total

@@ -167,7 +167,7 @@ def test_subscriber_sees_every_committed_event_once_in_order(store: EventStore, 
         while any(t.is_alive() for t in threads):
             subscription.process(handle, limit=7)
         done.set()
-        subscription.run_until_idle(handle)
+        subscription.catch_up(handle)
     expected = set().union(*committed)
     assert len(seen) == len(set(seen)), "an event was delivered twice"
     assert set(seen) == expected
