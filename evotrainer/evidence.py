@@ -71,7 +71,7 @@ def to_jsonl(records: Iterable[RolloutRecord]) -> bytes:
 def from_jsonl(data: bytes) -> list[RolloutRecord]:
     """Parse evidence written by `to_jsonl` (diagnostics and backtests use this)."""
     out = []
-    for line in data.decode().splitlines():
+    for line in data.decode().split("\n"):  # not splitlines(): texts may hold U+2028 etc.
         if not line:
             continue
         d = json.loads(line)

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from evotrainer.cli import audit, db, domains_mount, events, experiment, lineage, schemas, train
+from evotrainer.cli import audit, db, domains_mount, events, experiment, harness, lineage, schemas, train
 from evotrainer.errors import EvotrainerError
 
 app = typer.Typer(
@@ -28,6 +28,7 @@ app.add_typer(db.app, name="db")
 app.add_typer(experiment.app, name="experiment")
 app.add_typer(events.app, name="events")
 app.add_typer(schemas.app, name="schemas")
+app.add_typer(harness.app, name="harness")
 app.command("audit")(audit.audit_command)
 app.command("fork")(experiment.fork_command)
 app.command("train")(train.train_command)
@@ -36,6 +37,9 @@ app.command("sql")(lineage.sql_command)
 app.command("log")(lineage.log_command)
 app.command("lineage")(lineage.lineage_command)
 app.command("replay")(lineage.replay_command)
+app.command("diagnose")(harness.diagnose_command)
+app.command("propose")(harness.propose_command)
+app.command("backtest")(harness.backtest_command)
 domains_mount.mount(app)
 
 

@@ -1,0 +1,63 @@
+"""Harness versions in the event store: which spec a branch runs under, and recording one.
+
+A branch's harness is the spec of its latest HarnessVersioned event (inherited ones
+included); a branch that never recorded one runs under the default spec, and the callers
+that write events record that default first so every later event points at a stored spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evotrainer.errors import InvalidPayloadError
+from evotrainer.events import HarnessVersioned
+from evotrainer.harness.spec import HarnessSpec
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, NewEvent
+
+
+@dataclass(frozen=True)
+class BranchHarness:
+    """The spec a branch runs under and where it came from."""
+
+    spec: HarnessSpec
+    address: str
+    recorded_seq: int | None
+    """Seq of its HarnessVersioned event; None when the branch has none (the default)."""
+
+
+def branch_harness(store: EventStore, ref: BranchRef) -> BranchHarness:
+    """The latest recorded harness of a branch (up to ref.seq), else the default spec."""
+    for event in reversed(store.read_branch(ref)):
+        if event.type == "HarnessVersioned":
+            return BranchHarness(spec_of(event.payload), event.payload["harness_hash"], event.seq)
+    spec = HarnessSpec()
+    return BranchHarness(spec, spec.address(), None)
+
+
+def spec_of(payload: dict) -> HarnessSpec:  # type: ignore[type-arg]
+    """The spec of a HarnessVersioned payload, checked against its recorded address."""
+    spec = HarnessSpec.parse(payload["spec"])
+    if spec.address() != payload["harness_hash"]:
+        raise InvalidPayloadError("HarnessVersioned", f"spec does not hash to {payload['harness_hash']}")
+    return spec
+
+
+def versioned_event(
+    spec: HarnessSpec, parent: str | None = None, changed_fields: Sequence[str] = (), **metadata: str | None
+) -> NewEvent:
+    """HarnessVersioned for `spec`, keyed by its address so recording it twice is a no-op."""
+    payload = HarnessVersioned(
+        harness_hash=spec.address(), spec=spec.to_json(), parent_hash=parent, changed_fields=list(changed_fields)
+    )
+    return NewEvent.of(payload, idempotency_key=f"harness:{spec.address()}", **metadata)
+
+
+def ensure_recorded(store: EventStore, ref: BranchRef) -> BranchHarness:
+    """The branch's harness, recording the default spec first if the branch has none."""
+    current = branch_harness(store, ref)
+    if current.recorded_seq is None:
+        stored = store.append(ref.branch_ref, [versioned_event(current.spec)])[0]
+        return BranchHarness(current.spec, current.address, stored.seq)
+    return current

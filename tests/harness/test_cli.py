@@ -1,0 +1,92 @@
+"""`evotrainer harness|diagnose|propose|backtest` against the real database and artifacts."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from evotrainer.artifacts import open_store
+from evotrainer.evidence import to_jsonl
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, NewEvent
+from tests.backtest.test_replay import EVIDENCE
+from tests.harness.cli_app import main
+
+POLICY = "a" * 64
+
+
+@pytest.fixture
+def seeded(store: EventStore, database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> EventStore:
+    """demo/main with one run's evidence (EVIDENCE: 4 of 5 groups dead) in a fresh artifact store."""
+    monkeypatch.setenv("EVOTRAINER_DATABASE_URL", database_url)
+    monkeypatch.setenv("EVOTRAINER_ARTIFACTS", str(tmp_path / "artifacts"))
+    monkeypatch.setenv("EVOTRAINER_HOME", str(tmp_path / "home"))
+    sha = open_store().put_bytes(to_jsonl(EVIDENCE))
+    store.create_experiment("demo", {"domain": "math"})
+    store.append(BranchRef("demo", "main"), [NewEvent("RolloutsRecorded", {
+        "evidence_sha256": sha, "policy_sha256": POLICY, "base_policy_sha256": POLICY})])  # fmt: skip
+    return store
+
+
+def types(store: EventStore) -> list[str]:
+    return [e.type for e in store.read_branch(BranchRef("demo", "main"))]
+
+
+def test_show_and_diff(seeded: EventStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main("harness", "show", "demo/main") == 0
+    out = capsys.readouterr().out
+    assert "(default, not recorded)" in out and re.search(r"^diagnostics.dead_group_ratio.warning +0.3$", out, re.M)
+    seeded.fork(BranchRef("demo", "main"), "hot")
+    spec = json.dumps({"grpo": {"temperature": 1.3}})
+    assert main("harness", "record", "demo/hot", "--spec", spec) == 0
+    capsys.readouterr()
+    assert main("harness", "diff", "demo/main", "demo/hot", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["changes"] == [{"field": "grpo.temperature", "a": 1.0, "b": 1.3}]
+
+
+def test_diagnose_records_a_diagnosis(seeded: EventStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main("diagnose", "demo/main", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    dead = next(f for f in report["findings"] if f["metric"] == "dead_group_ratio")
+    assert dead["value"] == 0.8 and dead["severity"] == "critical"
+    assert "insufficient_signal" in [c["name"] for c in report["conditions"]]
+    assert types(seeded)[-2:] == ["HarnessVersioned", "DiagnosisRecorded"]
+    assert main("diagnose", "demo/main") == 0  # idempotent: nothing new
+    assert "condition insufficient_signal" in capsys.readouterr().out
+    assert types(seeded).count("DiagnosisRecorded") == 1
+
+
+def test_refused_and_accepted_interventions_and_a_backtest(
+    seeded: EventStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = types(seeded)
+    code = main("propose", "demo/main", "--set", "rewards.weights.format=0.5", "--set", "grpo.temperature=1.2",
+                "--hypothesis", "both help")
+    assert code == 2 and types(seeded) == before  # nothing written
+    assert "changes 2: grpo.temperature, rewards.weights.format" in capsys.readouterr().err
+    assert main("propose", "demo/main", "--set", "grpo.temprature=1.2", "--hypothesis", "h") == 2
+    assert "grpo has fields" in capsys.readouterr().err
+    assert main("propose", "demo/main", "--set", "rewards.weights.format=0.5", "--hypothesis",
+                "if format earns 0.5, dead groups get a gradient because format varies inside them", "--json") == 0
+    proposal = json.loads(capsys.readouterr().out)
+    assert proposal["field"] == "rewards.weights.format" and proposal["new_value"] == 0.5
+    assert main("backtest", "demo/main", proposal["intervention_id"], "--json") == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["passed"] and result["figures"]["dead_groups_rescued"] == 2
+    assert types(seeded)[-1] == "BacktestCompleted"
+    assert main("backtest", "demo/main", "iv-missing") == 2
+    assert "no intervention 'iv-missing'" in capsys.readouterr().err
+
+
+def test_a_backtest_that_misses_its_criterion_fails(seeded: EventStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main("propose", "demo/main", "--set", "rewards.weights.format=2", "--hypothesis", "h", "--id", "heavy") == 0
+    capsys.readouterr()
+    assert main("backtest", "demo/main", "heavy") == 0
+    out = capsys.readouterr().out
+    assert "failed: ordering_violations_introduced == 0" in out and out.rstrip().splitlines()[-2] == "FAILED"
+    last = seeded.read_branch(BranchRef("demo", "main"))[-1]
+    assert last.type == "BacktestCompleted" and last.payload["passed"] is False
+    assert last.payload["figures"]["ordering_violations_introduced"] == 3
