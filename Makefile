@@ -27,6 +27,7 @@ install: $(STAMP)
 test: install
 	bash .ci/services
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 demo: install
@@ -38,6 +39,7 @@ bench: install
 
 lint: install
 	$(PY) -m ruff check .
+	$(PY) -m mypy
 	$(PY) -m mypy
 
 schemas: install

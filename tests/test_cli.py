@@ -37,7 +37,7 @@ def test_create_append_list_fork_audit(cli_env: dict[str, str], tmp_path: Path) 
     listed = json.loads(run(cli_env, "events", "list", "demo/alt", "--json").stdout)
     assert [(e["branch"], e["seq"]) for e in listed] == [("main", 1), ("alt", 2)]
     table = run(cli_env, "events", "list", "demo/main").stdout.splitlines()
-    assert table[0].split() == ["seq", "branch", "type", "actor", "recorded_at", "summary"] and len(table) == 3
+    assert table[0].split() == ["seq", "branch", "type", "actor", "time", "summary"] and len(table) == 3
     assert run(cli_env, "audit").stdout.startswith("intact: 2 branches, 3 events")
 
 

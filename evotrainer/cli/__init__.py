@@ -22,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Typer may vendor its own click; take its exception classes from Typer itself.
-ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 app.add_typer(db.app, name="db")
 app.add_typer(experiment.app, name="experiment")
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print("evotrainer: aborted", file=sys.stderr)
         return 130
     except ClickException as exc:
-        print(f"evotrainer: error: {exc.format_message()}", file=sys.stderr)
+        print(f"evotrainer: error: {exc.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
         return 2
     except EvotrainerError as exc:
         print(f"evotrainer: error: {exc}", file=sys.stderr)

@@ -75,4 +75,4 @@ def _read_anchors(path: Path) -> dict[str, dict[str, object]]:
     )
     if not well_formed:
         raise UsageError(f"{path} holds no branch heads (expected the output of `audit --json`)")
-    return heads
+    return heads  # type: ignore[return-value]

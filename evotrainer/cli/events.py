@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from evotrainer.cli.payloads import parse_payload
-from evotrainer.cli.render import print_json, print_table, summarize
+from evotrainer.cli.render import print_json
 from evotrainer.cli.session import open_store
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
@@ -38,19 +38,9 @@ def append_command(
 @app.command("list")
 def list_command(
     ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH, or EXPERIMENT/BRANCH@SEQ to stop there."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stored events as JSON."),
 ) -> None:
     """List the branch's effective history, inherited prefix included."""
-    branch = BranchRef.parse(ref)
-    with open_store() as store:
-        history = store.read_branch(branch)
-    if as_json:
-        print_json([event.to_json() for event in history])
-        return
-    print_table(
-        ["seq", "branch", "type", "actor", "recorded_at", "summary"],
-        [
-            (e.seq, e.branch, e.type, e.actor, e.recorded_at.strftime("%Y-%m-%d %H:%M:%S"), summarize(e.payload))
-            for e in history
-        ],
-    )
+    from evotrainer.cli.lineage import print_history
+
+    print_history(ref, as_json, full=True)

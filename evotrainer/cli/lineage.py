@@ -59,14 +59,20 @@ def sql_command(
 
 def log_command(
     ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH or EXPERIMENT/BRANCH@SEQ."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one summary object per event)."),
 ) -> None:
     """The effective history of a branch (inherited prefix included), one line per event."""
+    print_history(ref, as_json, full=False)
+
+
+def print_history(ref: str, as_json: bool, full: bool) -> None:
+    """The table `log` and `events list` share; JSON is the whole event when `full`."""
     branch = BranchRef.parse(ref)
     with open_store() as store:
         history = store.read_branch(branch)
     if as_json:
         print_json([
+            e.to_json() if full else
             {"seq": e.seq, "branch": f"{e.experiment}/{e.branch}", "type": e.type, "actor": e.actor,
              "recorded_at": e.recorded_at.isoformat(), "summary": summarize(e.payload), "hash": e.hash}
             for e in history

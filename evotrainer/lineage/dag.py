@@ -79,7 +79,8 @@ class LineageDAG:
 
     def ancestors(self, ref: str) -> list[str]:
         """Parent, grandparent, ... up to the root."""
-        chain, seen, current = [], {ref}, self.node(ref).parent
+        chain: list[str] = []
+        seen, current = {ref}, self.node(ref).parent
         while current is not None:
             if current in seen:
                 raise CycleDetectedError([ref, *chain, current])

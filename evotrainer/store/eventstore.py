@@ -320,7 +320,7 @@ class EventStore:
     def _insert(self, info: BranchInfo, prepared: list[_Prepared], head_seq: int, head_hash: str) -> list[StoredEvent]:
         recorded_at = datetime.now(UTC)
         recorded_text = format_time(recorded_at)
-        rows = []
+        rows: list[dict[str, Any]] = []
         prev = head_hash
         seqs = range(head_seq + 1, head_seq + 1 + len(prepared))
         for seq, p, event_id in zip(seqs, prepared, _new_uuids(len(prepared)), strict=True):

@@ -14,7 +14,7 @@ from dataclasses import fields
 from typing import Any
 
 from evotrainer.errors import UsageError
-from evotrainer.events import EvaluationRecorded, PolicyCheckpointed, RolloutsRecorded, TrainingCompleted
+from evotrainer.events import EvaluationRecorded, Event, PolicyCheckpointed, RolloutsRecorded, TrainingCompleted
 from evotrainer.store.records import NewEvent
 from evotrainer.training.grpo_config import EvaluationRequest, GRPOSettings, TrainingRequest
 
@@ -57,7 +57,7 @@ def finite(value: Any) -> Any:
     return value
 
 
-def _event(model: type, payload: dict[str, Any], key: str | None, suffix: str) -> NewEvent:
+def _event(model: type[Event], payload: dict[str, Any], key: str | None, suffix: str) -> NewEvent:
     event = model.model_validate(finite(payload))
     return NewEvent.of(event, idempotency_key=f"{key}:{suffix}" if key else None)
 
