@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.types.json import set_json_loads
+from psycopg.types.json import Jsonb, set_json_loads
 
 from evotrainer.errors import (
     AlreadyExistsError,
@@ -342,7 +342,7 @@ class EventStore:
         placed = {
             seq: (position, int(txid))
             for seq, position, txid in self.conn.execute(
-                sql.INSERT_BATCH, (info.branch_id, recorded_at, orjson.dumps(rows).decode())
+                sql.INSERT_BATCH, (info.branch_id, recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json))
             )
         }
         return [
@@ -397,6 +397,11 @@ class EventStore:
         if row is None:
             raise NotFoundError(f"no event {event_id}")
         return row_to_event(row)
+
+
+def _already_json(data: bytes) -> bytes:
+    """The batch is serialised by orjson already: hand psycopg the bytes as they are."""
+    return data
 
 
 def _new_uuids(count: int) -> list[str]:
