@@ -36,6 +36,11 @@ demo: install
 bench: install
 	bash .ci/services
 	$(PY) bench/append.py
+	$(PY) bench/lineage.py
+	$(PY) bench/fleet.py
+	$(PY) bench/train.py
+	$(PY) bench/diagnose.py
+	$(PY) bench/sandbox.py
 
 lint: install
 	$(PY) -m ruff check .

@@ -5,6 +5,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine, pool, text
 
+import evotrainer.fleet.tables  # noqa: F401  (the fleet's tables join the metadata alembic compares)
 from evotrainer.store.tables import metadata
 
 # Any number of processes may find the schema old at once (auto-upgrade on first use);

@@ -17,16 +17,19 @@ def test_train_then_evaluate_records_events_and_artifacts(cli_env: dict[str, str
     assert trained.returncode == 0, trained.stderr
     events = json.loads(trained.stdout)
     assert [e["type"] for e in events] == [
-        "PolicyCheckpointed", "PolicyCheckpointed", "RolloutsRecorded", "TrainingCompleted",
+        "TaskRequested", "PolicyCheckpointed", "PolicyCheckpointed", "RolloutsRecorded", "TrainingCompleted",
+        "TaskCompleted",
     ]
-    base, policy, rollouts, training = (e["payload"] for e in events)
+    request, base, policy, rollouts, training, completed = (e["payload"] for e in events)
+    assert request["kind"] == "train" and completed["task_id"] == request["task_id"]
+    assert completed["outputs"]["policy_sha256"] == policy["policy_sha256"]
     assert policy["parent_sha256"] == base["policy_sha256"] == training["base_policy_sha256"]
     assert rollouts["evidence_sha256"] == training["evidence_sha256"]
     assert rollouts["summary"]["completions"] == 2 * 4 * 4
 
     evaluated = run(cli_env, "evaluate", "t/main", "--k", "2", "--tasks", "4", "--json")
     assert evaluated.returncode == 0, evaluated.stderr
-    evaluation = json.loads(evaluated.stdout)[0]["payload"]
+    evaluation = next(e["payload"] for e in json.loads(evaluated.stdout) if e["type"] == "EvaluationRecorded")
     assert evaluation["policy_sha256"] == policy["policy_sha256"]  # 'latest' is the trained checkpoint
     assert run(cli_env, "audit", "--artifacts").returncode == 0
 

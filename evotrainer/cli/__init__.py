@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from evotrainer.cli import audit, db, domains_mount, events, experiment, harness, lineage, schemas, train
+from evotrainer.cli import audit, db, domains_mount, events, experiment, fleet, harness, lineage, schemas, train
 from evotrainer.errors import EvotrainerError
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ app.command("diagnose")(harness.diagnose_command)
 app.command("propose")(harness.propose_command)
 app.command("backtest")(harness.backtest_command)
 domains_mount.mount(app)
+fleet.mount(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import typer
 
 from evotrainer.cli.render import print_json, print_table
 from evotrainer.cli.session import open_store
+from evotrainer.errors import EvotrainerError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, StoredEvent
 
@@ -34,6 +35,12 @@ def _describe(event: StoredEvent) -> str:
         return f"{p['steps']} steps in {p['wall_seconds']:.1f}s"
     if event.type == "EvaluationRecorded":
         return f"{p['metric']} = {p['avg_at_k']:.3f} on {p['problems']} problems"
+    if event.type == "TaskRequested":
+        return f"{p['kind']} task {p['task_id']} on queue {p['queue']}"
+    if event.type == "TaskCompleted":
+        return f"{p['task_id']} by {p['worker']} (attempt {p['attempt']}, {p['duration_s']:.1f}s)"
+    if event.type == "TaskFailed":
+        return f"{p['task_id']}: {p['error_class']}: {p['message']}"
     return ""
 
 
@@ -52,26 +59,21 @@ def train_command(
     learning_rate: float = typer.Option(1e-3, help="AdamW learning rate."),
     group_size: int = typer.Option(8, help="Completions per prompt."),
     prompts_per_step: int = typer.Option(4, help="Prompt groups per step."),
-    as_json: bool = typer.Option(False, "--json", help="Print the appended events as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the task's events as JSON."),
 ) -> None:
-    """Train the branch's policy with GRPO and append its checkpoint, evidence and metrics."""
-    from evotrainer.training.task import run_training_task
+    """Request a GRPO run of the branch's policy (a `train` task) and, without a broker, run it here."""
+    from evotrainer.training.task import training_request
 
-    branch = BranchRef.parse(ref, allow_seq=False)
-    with open_store() as store:
-        store.branch(branch)  # fail on an unknown branch before spending compute
+    def inputs(store: EventStore, branch: BranchRef) -> dict[str, object]:
         start = latest_policy(store, branch) if policy == "latest" else policy
-        inputs = {
-            "domain": domain,
-            "policy": start or "tiny",
-            "settings": {
-                "max_steps": steps, "seed": seed, "learning_rate": learning_rate,
-                "num_generations": group_size, "prompts_per_step": prompts_per_step,
-            },
+        settings = {
+            "max_steps": steps, "seed": seed, "learning_rate": learning_rate,
+            "num_generations": group_size, "prompts_per_step": prompts_per_step,
         }
-        events = run_training_task(inputs, key=f"train-{uuid.uuid4().hex[:12]}")
-        stored = store.append(branch, events)
-    _report(stored, as_json)
+        request = training_request({"domain": domain, "policy": start or "tiny", "settings": settings})
+        return request.to_dict()
+
+    _run_task(ref, "train", inputs, domain, as_json)
 
 
 def evaluate_command(
@@ -81,18 +83,49 @@ def evaluate_command(
     k: int = typer.Option(8, help="Samples per problem (Avg@k)."),
     tasks: int = typer.Option(32, help="Held-out problems."),
     seed: int = typer.Option(0, help="Sampling seed."),
-    as_json: bool = typer.Option(False, "--json", help="Print the appended event as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the task's events as JSON."),
 ) -> None:
-    """Evaluate Avg@k on the held-out split and append EvaluationRecorded."""
-    from evotrainer.training.task import run_evaluation_task
+    """Request Avg@k on the held-out split (an `evaluate` task) and, without a broker, run it here."""
+    from evotrainer.training.task import evaluation_request
+
+    def inputs(store: EventStore, branch: BranchRef) -> dict[str, object]:
+        spec = latest_policy(store, branch) if policy == "latest" else policy
+        request = evaluation_request(
+            {"domain": domain, "policy": spec or "tiny", "k": k, "eval_tasks": tasks, "seed": seed}
+        )
+        return request.to_dict()
+
+    _run_task(ref, "evaluate", inputs, domain, as_json)
+
+
+def _run_task(ref: str, kind: str, build_inputs, domain: str, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    """Validate, request, and (with no broker) execute in this process; report its events."""
+    from evotrainer import config
+    from evotrainer.domains import get_domain
+    from evotrainer.fleet import request_task, run_in_process
 
     branch = BranchRef.parse(ref, allow_seq=False)
+    get_domain(domain)  # refuse an unknown domain before anything is recorded
     with open_store() as store:
         store.branch(branch)
-        spec = latest_policy(store, branch) if policy == "latest" else policy
-        inputs = {"domain": domain, "policy": spec or "tiny", "k": k, "eval_tasks": tasks, "seed": seed}
-        stored = store.append(branch, run_evaluation_task(inputs, key=f"evaluate-{uuid.uuid4().hex[:12]}"))
-    _report(stored, as_json)
+        task_id = f"{kind}-{uuid.uuid4().hex[:12]}"
+        requested = request_task(store, branch, kind, task_id, build_inputs(store, branch))
+        if config.broker_url():
+            typer.echo(f"requested {kind} task {task_id} on {branch} (seq {requested.seq}); "
+                       "a worker will run it: see `evotrainer tasks`")
+            return
+        run_in_process(store)
+        produced = [e for e in store.read_branch(branch, after_seq=requested.seq - 1)
+                    if (e.idempotency_key or "").startswith(f"{task_id}:")
+                    or e.payload.get("task_id") == task_id]
+    failure = next((e for e in produced if e.type == "TaskFailed"), None)
+    _report(produced, as_json)
+    if failure is not None:
+        raise TaskFailedError(f"{kind} task {task_id} failed: {failure.payload['message']}")
+
+
+class TaskFailedError(EvotrainerError):
+    """The requested task ended in TaskFailed."""
 
 
 def _report(stored: list[StoredEvent], as_json: bool) -> None:

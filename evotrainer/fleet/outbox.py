@@ -1,0 +1,239 @@
+"""The transactional outbox: TaskRequested events handed to the broker, none lost.
+
+The dispatcher follows the event log with a Subscription. For each TaskRequested it
+records a `pending` hand-off row in the same transaction that moves its checkpoint, so
+a request is either recorded and the position past it, or neither. Publishing happens
+after that commit, which is the crash window: a row stays `pending` until the broker
+has accepted its message, and whoever runs next (this dispatcher restarted, or another
+one) publishes it again. A hand-off published but never started is re-published after
+`republish_after_s` (doubling); the reaper turns expired leases back into `pending`.
+Every path can deliver a task twice, never zero times; the lease and the outcome's
+idempotency key make the second delivery harmless.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import psycopg
+
+from evotrainer.fleet import leases
+from evotrainer.fleet.config import QUEUES, FleetConfig
+from evotrainer.fleet.errors import BrokerUnavailableError, TaskInputError
+from evotrainer.fleet.execute import TRANSIENT_DB_ERRORS, record_exhausted, record_failure
+from evotrainer.store.eventstore import EventStore
+from evotrainer.store.records import StoredEvent
+from evotrainer.store.subscription import Subscription
+
+log = logging.getLogger(__name__)
+
+SUBSCRIPTION = "evotrainer-fleet-dispatcher"
+# Hand-offs published per transaction. Their rows stay locked until it commits, and a
+# worker that already got the message waits on that lock: small batches start sooner.
+BATCH = 50
+# request_task() notifies this channel when its transaction commits, so the dispatcher
+# wakes at once instead of at its next poll; requests appended any other way are found
+# by polling. (A NOTIFY trigger on events would catch every append, but the events table
+# belongs to the store, and one notification per append costs writers that never
+# request work.)
+NOTIFY_CHANNEL = "evotrainer_fleet"
+
+
+class Publisher(Protocol):
+    """Hands (fleet queue, TaskRequested event id) pairs to the broker; raises
+    BrokerUnavailableError when it cannot. Returning means the broker has them."""
+
+    def publish(self, items: Sequence[tuple[str, str]]) -> None: ...
+
+
+def crash_point(name: str) -> None:
+    """Fault injection for the crash tests: SIGKILL this process at a named point when
+    EVOTRAINER_FLEET_CRASH_AT names it, exactly as an OOM kill or power loss would."""
+    if os.environ.get("EVOTRAINER_FLEET_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def record_handoffs(conn: psycopg.Connection[Any], events: list[StoredEvent]) -> int:
+    """Subscription handler: hand-off rows for requests, closed rows for outcomes that
+    were appended by someone other than a worker (they are already closed otherwise)."""
+    requests = [
+        (e.event_id, e.experiment, e.branch, e.payload["task_id"], e.payload["kind"], e.payload["queue"],
+         e.payload.get("max_attempts", 3), e.recorded_at)
+        for e in events if e.type == "TaskRequested"
+    ]
+    if requests:
+        # executemany pipelines the inserts: one round trip for the batch, not one per row.
+        conn.cursor().executemany(leases.RECORD_HANDOFF, requests)
+    closed = [
+        ("completed" if e.type == "TaskCompleted" else "failed", e.recorded_at, e.experiment, e.branch,
+         e.payload["task_id"])
+        for e in events if e.type in ("TaskCompleted", "TaskFailed")
+    ]
+    if closed:
+        conn.cursor().executemany(
+            "UPDATE fleet_tasks SET state = %s, finished_at = %s, lease_expires_at = NULL"
+            " WHERE experiment = %s AND branch = %s AND task_id = %s"
+            " AND state IN ('pending', 'published', 'running')",
+            closed,
+        )
+    return len(requests)
+
+
+class Dispatcher:
+    """Records hand-offs, publishes them, and requeues tasks whose lease expired."""
+
+    def __init__(self, store: EventStore, cfg: FleetConfig, publisher: Publisher) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.publisher = publisher
+        self.subscription = Subscription(store, SUBSCRIPTION)
+        self._listening = False
+
+    def wait(self, stop: threading.Event) -> None:
+        """Sleep until a request is notified, `stop` is set, or poll_s has passed."""
+        conn = self.store.conn
+        if not conn.autocommit:
+            stop.wait(self.cfg.poll_s)
+            return
+        if not self._listening:
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            self._listening = True
+        for _ in conn.notifies(timeout=self.cfg.poll_s, stop_after=1):
+            pass
+
+    def record(self) -> int:
+        """Follow the log: hand-off rows for every new request; returns how many."""
+        requests = 0
+
+        def handle(conn: psycopg.Connection[Any], events: list[StoredEvent]) -> None:
+            nonlocal requests
+            requests += record_handoffs(conn, events)
+
+        self.subscription.run_until_idle(handle)
+        return requests
+
+    def caught_up(self) -> bool:
+        """Whether every event committed so far has been through `record`. Readers only
+        see an event once every older transaction has ended, so an event can exist for a
+        moment before `record` may read it."""
+        position = self.subscription.position()
+        row = self.store.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM events WHERE (transaction_id, position) > (%s::text::xid8, %s))",
+            (str(position.transaction_id), position.position),
+        ).fetchone()
+        return not row[0]  # type: ignore[index]
+
+    def publish_due(self) -> int:
+        """Publish pending hand-offs, and published ones nobody started for too long."""
+        conn = self.store.conn
+        with conn.transaction():
+            # SKIP LOCKED: several dispatchers share the work instead of queueing on it.
+            rows = conn.execute(
+                "SELECT event_id::text, queue FROM fleet_tasks WHERE state = 'pending'"
+                " OR (state = 'published' AND published_at < now() - make_interval(secs =>"
+                "     %s * power(2, least(greatest(publish_count - 1, 0), 10))))"
+                " ORDER BY requested_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                (self.cfg.republish_after_s, BATCH),
+            ).fetchall()
+            if not rows:
+                return 0
+            good = [(queue, event_id) for event_id, queue in rows if queue in QUEUES]
+            if good:
+                self.publisher.publish(good)
+                conn.execute(
+                    "UPDATE fleet_tasks SET state = 'published', published_at = now(),"
+                    " publish_count = publish_count + 1 WHERE event_id = ANY(%s::uuid[]) AND state <> 'running'",
+                    ([event_id for _, event_id in good],),
+                )
+        for event_id, queue in rows:
+            if queue not in QUEUES:
+                self._refuse(event_id, queue)
+        return len(rows)
+
+    def _refuse(self, event_id: str, queue: str) -> None:
+        error = TaskInputError(f"queue {queue!r} is not one of the fleet's queues ({', '.join(QUEUES)})")
+        record_failure(self.store, self.store.get_event(event_id), 0, "dispatcher", error)
+
+    def reap(self) -> int:
+        """Requeue running tasks whose lease expired (their worker vanished); give up with
+        TaskFailed on those that have used every allowed attempt."""
+        conn = self.store.conn
+        with conn.transaction():
+            rows = conn.execute(
+                "SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks"
+                " WHERE state = 'running' AND lease_expires_at < now() FOR UPDATE SKIP LOCKED",
+            ).fetchall()
+            for event_id, attempts, max_attempts, worker in rows:
+                why = f"attempt {attempts} lost: the lease of {worker} expired without a heartbeat"
+                log.warning("%s: %s", event_id, why)
+                conn.execute(
+                    "UPDATE fleet_attempts SET outcome = 'lost', ended_at = now(), error = %s"
+                    " WHERE event_id = %s AND attempt = %s AND outcome = 'running'",
+                    (why, event_id, attempts),
+                )
+                if attempts >= max_attempts:
+                    message = leases.exhausted_message(attempts, max_attempts, why)
+                    record_exhausted(self.store, event_id, leases.Claim(False, attempts, message, exhausted=True))
+                else:
+                    conn.execute(
+                        "UPDATE fleet_tasks SET state = 'pending', worker = NULL, lease_expires_at = NULL,"
+                        " last_error = %s WHERE event_id = %s",
+                        (why, event_id),
+                    )
+        return len(rows)
+
+    def step(self) -> int:
+        """One round; returns how much it did (0: idle)."""
+        done = self.record()
+        if done:
+            crash_point("dispatcher-before-publish")
+        done += self.publish_due()
+        done += self.reap()
+        return done
+
+    def run(self, stop: threading.Event, reconnect: Callable[[], EventStore]) -> None:
+        """Run rounds until `stop` is set, riding out lost connections to Postgres or the broker."""
+        failures = 0
+        lag_wait = 0.005
+        while not stop.is_set():
+            try:
+                busy = self.step()
+                failures = 0
+                if busy:
+                    lag_wait = 0.005
+            except (*TRANSIENT_DB_ERRORS, BrokerUnavailableError) as exc:
+                delay = self.cfg.backoff(failures)
+                failures += 1
+                log.warning("dispatcher round failed (%s: %s); retrying in %.1fs", type(exc).__name__, exc, delay)
+                stop.wait(delay)
+                if isinstance(exc, TRANSIENT_DB_ERRORS):
+                    self._reconnect(reconnect)
+                continue
+            if not busy:
+                try:
+                    if self.caught_up():
+                        lag_wait = 0.005
+                        self.wait(stop)
+                    else:
+                        # Committed but not yet readable (an older transaction on the
+                        # server is still open): look again soon, backing off to the poll
+                        # interval while that transaction lasts.
+                        stop.wait(lag_wait)
+                        lag_wait = min(self.cfg.poll_s, lag_wait * 2)
+                except TRANSIENT_DB_ERRORS:
+                    self._reconnect(reconnect)
+
+    def _reconnect(self, reconnect: Callable[[], EventStore]) -> None:
+        try:
+            self.store.close()
+            self.store = reconnect()
+            self.subscription = Subscription(self.store, SUBSCRIPTION)
+            self._listening = False
+        except TRANSIENT_DB_ERRORS as exc:
+            log.warning("cannot reconnect to the event store yet: %s", exc)
+

@@ -1,0 +1,124 @@
+"""Crash safety with real processes on real brokers (mostly Redis: the harder case, since
+it re-delivers an unacknowledged message only after its visibility timeout).
+
+Every test asserts on the event log itself: each task has exactly one outcome event.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import socket
+import time
+
+import pytest
+
+import tests.fleet.kinds  # noqa: F401  (registers the test kinds here too)
+from evotrainer.fleet.registry import request_task
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
+from tests.fleet.conftest import Fleet
+
+MAIN = BranchRef("exp", "main")
+HOST = socket.gethostname()
+
+
+def _request(fleet: Fleet, kind: str, task_ids: list[str], **kwargs: object) -> None:
+    with EventStore.connect(fleet.database_url, actor="test") as store:
+        store.create_experiment("exp", {"domain": "math"})
+        for task_id in task_ids:
+            request_task(store, MAIN, kind, task_id=task_id, **kwargs)  # type: ignore[arg-type]
+
+
+def _running_on(fleet: Fleet, pid: int) -> bool:
+    return bool(fleet.query("SELECT 1 FROM fleet_tasks WHERE state = 'running' AND worker = %s", (f"{HOST}:{pid}",)))
+
+
+def _assert_exactly_once(fleet: Fleet, task_ids: list[str], outcome: str = "TaskCompleted") -> None:
+    found = fleet.outcomes()
+    assert {t: [type_ for type_, _ in found.get(t, [])] for t in task_ids} == {t: [outcome] for t in task_ids}
+
+
+@pytest.mark.slow
+def test_sigkill_a_worker_mid_task_ten_times(any_fleet: Fleet) -> None:
+    """On RabbitMQ the killed worker's message comes back at once (its connection
+    dropped) and the dead holder's lease is taken over; on Redis it stays unacknowledged
+    until the visibility timeout, and the expired lease is what requeues it."""
+    fleet = any_fleet
+    task_ids = [f"k{i}" for i in range(10)]
+    _request(fleet, "test.sleep", task_ids, inputs={"seconds": 1.5}, max_attempts=20)
+    fleet.dispatcher()
+    rng = random.Random(4)
+    for kill in range(10):
+        worker = fleet.worker()
+        fleet.wait_for(lambda w=worker: _running_on(fleet, w.pid), f"worker {kill} to start a task", timeout=120)
+        time.sleep(rng.uniform(0.1, 1.0))  # somewhere in the middle of a 1.5 s task
+        worker.send_signal(signal.SIGKILL)
+        assert worker.wait(timeout=30) == -signal.SIGKILL
+    fleet.worker()
+    fleet.wait_finished(task_ids, timeout=240)
+    _assert_exactly_once(fleet, task_ids)
+    lost = fleet.query("SELECT count(*) FROM fleet_attempts WHERE outcome = 'lost'")[0][0]
+    assert lost >= 10, fleet.query("SELECT * FROM fleet_attempts ORDER BY started_at")
+    attempts = fleet.query("SELECT sum(attempts) FROM fleet_tasks")[0][0]
+    assert attempts >= len(task_ids) + 10
+
+
+@pytest.mark.slow
+def test_dispatcher_killed_between_append_and_publish(redis_fleet: Fleet) -> None:
+    fleet = redis_fleet
+    _request(fleet, "noop", ["d1"])
+    crashed = fleet.dispatcher(env={"EVOTRAINER_FLEET_CRASH_AT": "dispatcher-before-publish"})
+    assert crashed.wait(timeout=120) == -signal.SIGKILL
+    # The hand-off was recorded (with the checkpoint past the request), never published.
+    assert fleet.query("SELECT state, publish_count FROM fleet_tasks") == [("pending", 0)]
+    assert fleet.query("SELECT count(*) FROM subscriptions")[0][0] == 1
+    fleet.worker()
+    fleet.dispatcher()
+    fleet.wait_finished(["d1"])
+    _assert_exactly_once(fleet, ["d1"])
+
+
+@pytest.mark.slow
+def test_worker_database_connection_terminated_mid_task(redis_fleet: Fleet) -> None:
+    fleet = redis_fleet
+    _request(fleet, "test.sleep", ["p1"], inputs={"seconds": 3})
+    fleet.dispatcher()
+    worker = fleet.worker()
+    fleet.wait_for(lambda: _running_on(fleet, worker.pid), "the task to start")
+    database = fleet.database_url.rsplit("/", 1)[1]
+    killed = fleet.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+        " WHERE datname = %s AND application_name = 'evotrainer-worker'", (database,))
+    assert killed and all(ok for (ok,) in killed)
+    found = fleet.wait_finished(["p1"])
+    _assert_exactly_once(fleet, ["p1"])
+    assert found["p1"][0][1]["attempt"] == 2
+    assert fleet.query("SELECT attempt, outcome FROM fleet_attempts ORDER BY attempt") == [
+        (1, "retry"), (2, "completed")]
+    assert worker.poll() is None  # the worker itself carried on
+
+
+@pytest.mark.slow
+def test_poison_task_fails_after_its_allowed_attempts(redis_fleet: Fleet) -> None:
+    """A task that kills the process running it (think OOM kill): the prefork pool's
+    parent survives, requeues it, and the lease shows each attempt was lost."""
+    fleet = redis_fleet
+    _request(fleet, "test.crash", ["x1"], max_attempts=2)
+    _request_more(fleet, "noop", ["after"])
+    fleet.dispatcher()
+    fleet.worker("--pool", "prefork", "--concurrency", "1")
+    found = fleet.wait_finished(["x1", "after"])
+    _assert_exactly_once(fleet, ["x1"], "TaskFailed")
+    failed = found["x1"][0][1]
+    assert failed["error_class"] == "AttemptsExhausted"
+    assert failed["message"].startswith("gave up after 2 of 2 allowed attempts"), failed
+    assert fleet.query("SELECT attempt, outcome FROM fleet_attempts f JOIN fleet_tasks t USING (event_id)"
+                       " WHERE task_id = 'x1' ORDER BY attempt") == [(1, "lost"), (2, "lost")]
+    _assert_exactly_once(fleet, ["after"])
+
+
+def _request_more(fleet: Fleet, kind: str, task_ids: list[str]) -> None:
+    with EventStore.connect(fleet.database_url, actor="test") as store:
+        for task_id in task_ids:
+            request_task(store, MAIN, kind, task_id=task_id)

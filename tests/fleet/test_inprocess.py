@@ -1,0 +1,207 @@
+"""The fleet without a broker: the same outbox, leases and task code, run in-process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+import tests.fleet.kinds  # noqa: F401  (registers the test kinds)
+from evotrainer.events import TaskRequested
+from evotrainer.fleet.config import FleetConfig
+from evotrainer.fleet.execute import execute
+from evotrainer.fleet.inprocess import run_in_process
+from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
+from evotrainer.fleet.listing import list_tasks
+from evotrainer.fleet.outbox import Dispatcher
+from evotrainer.fleet.registry import request_task
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
+from evotrainer.store.records import NewEvent
+
+MAIN = BranchRef("exp", "main")
+CFG = FleetConfig(lease_s=5, poll_s=0.05)
+
+
+@pytest.fixture
+def exp(store: EventStore) -> EventStore:
+    store.create_experiment("exp", {"domain": "math"})
+    return store
+
+
+def outcomes(store: EventStore) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for event in store.read_branch(MAIN):
+        if event.type in ("TaskCompleted", "TaskFailed"):
+            found.setdefault(event.payload["task_id"], []).append(event.type)
+    return found
+
+
+class _Sink:
+    def publish(self, items: list[tuple[str, str]]) -> None:
+        pass
+
+
+def record_all(store: EventStore) -> Dispatcher:
+    """Record every hand-off. Readers see an event only once every older transaction on
+    the server has ended, and other tests share the server: wait for that."""
+    dispatcher = Dispatcher(store, CFG, _Sink())
+    deadline = time.monotonic() + 60
+    while True:
+        dispatcher.record()
+        if dispatcher.caught_up():
+            return dispatcher
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_noop_round_trip_appends_one_completion_on_the_request_branch(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="t1")
+    assert request.payload["queue"] == "control"
+    assert [o.state for o in run_in_process(exp, CFG)] == ["completed"]
+    done = exp.read_branch(MAIN)[-1]
+    assert (done.type, done.idempotency_key, done.causation_id) == ("TaskCompleted", "t1:outcome", request.event_id)
+    assert done.payload["attempt"] == 1
+    [row] = list_tasks(exp)
+    assert (row.task_id, row.state, row.attempts) == ("t1", "completed", 1)
+    assert run_in_process(exp, CFG) == []  # nothing left
+
+
+def test_a_second_delivery_is_skipped_and_records_nothing(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="t1")
+    run_in_process(exp, CFG)
+    keeper = LeaseKeeper(conninfo_of(exp), "other:1", 5, 1)
+    again = execute(exp, request.event_id, keeper)
+    assert (again.state, again.detail) == ("skipped", "already completed")
+    assert outcomes(exp) == {"t1": ["TaskCompleted"]}
+
+
+def test_domain_events_are_appended_with_the_completion_under_the_task_key(exp: EventStore) -> None:
+    request_task(exp, MAIN, "test.chain", task_id="c1")
+    run_in_process(exp, CFG)
+    types = [(e.type, e.idempotency_key) for e in exp.read_branch(MAIN)][1:]
+    assert types == [
+        ("TaskRequested", "c1:requested"), ("TaskRequested", "c1:1"), ("TaskCompleted", "c1:outcome"),
+        ("TaskCompleted", "c1-next:outcome"),
+    ]
+
+
+def test_a_deterministic_error_is_recorded_once_with_class_message_and_traceback(exp: EventStore) -> None:
+    request_task(exp, MAIN, "test.fail", task_id="f1", max_attempts=3)
+    assert [o.state for o in run_in_process(exp, CFG)] == ["failed"]
+    failed = exp.read_branch(MAIN)[-1]
+    assert failed.type == "TaskFailed"
+    assert failed.payload["error_class"] == "ValueError"
+    assert failed.payload["message"] == "deterministic failure in f1"
+    assert "tests/fleet/kinds.py" in failed.payload["traceback"]
+    assert failed.payload["retryable"] is False
+    assert list_tasks(exp)[0].attempts == 1  # not retried
+
+
+@pytest.mark.parametrize(("kind", "inputs", "expected"), [
+    ("test.sleep", {"seconds": "soon"}, "task m1 (kind test.sleep) has invalid inputs: seconds: Input should be"),
+    ("test.sleep", {}, "task m1 (kind test.sleep) has invalid inputs: seconds: Field required"),
+    ("noop", {"surprise": 1}, "task m1 (kind noop) has invalid inputs: surprise: Extra inputs are not permitted"),
+    ("no.such", {}, "no task function is registered for kind 'no.such'"),
+])
+def test_a_malformed_request_fails_with_a_clear_message(exp: EventStore, kind: str, inputs: dict, expected: str) -> None:
+    exp.append(MAIN, [NewEvent.of(TaskRequested(task_id="m1", kind=kind, queue="rollout", inputs=inputs))])
+    run_in_process(exp, CFG)
+    failed = exp.read_branch(MAIN)[-1]
+    assert failed.type == "TaskFailed"
+    assert failed.payload["message"].startswith(expected), failed.payload["message"]
+    assert failed.payload["error_class"] == "evotrainer.fleet.errors.TaskInputError"
+
+
+def test_a_request_for_an_unknown_queue_fails_at_the_dispatcher(exp: EventStore) -> None:
+    exp.append(MAIN, [NewEvent.of(TaskRequested(task_id="q1", kind="noop", queue="gpu-farm"))])
+    run_in_process(exp, CFG)
+    failed = exp.read_branch(MAIN)[-1]
+    assert failed.type == "TaskFailed"
+    assert "queue 'gpu-farm' is not one of the fleet's queues" in failed.payload["message"]
+
+
+def test_a_repeated_task_id_names_the_same_work(exp: EventStore) -> None:
+    exp.append(MAIN, [NewEvent.of(TaskRequested(task_id="d1", kind="noop", queue="control"))] * 2)
+    run_in_process(exp, CFG)
+    assert outcomes(exp) == {"d1": ["TaskCompleted"]}
+
+
+def test_an_expired_lease_is_reaped_and_the_task_runs_again(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="r1", max_attempts=2)
+    dispatcher = record_all(exp)
+    # A worker on another host claimed it and vanished: its lease is already over.
+    exp.conn.execute(
+        "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = 'gone-host:1',"
+        " lease_expires_at = now() - interval '1 second' WHERE event_id = %s", (request.event_id,))
+    assert dispatcher.reap() == 1
+    assert [o.state for o in run_in_process(exp, CFG)] == ["completed"]
+    done = exp.read_branch(MAIN)[-1]
+    assert (done.type, done.payload["attempt"]) == ("TaskCompleted", 2)
+
+
+def test_a_task_whose_every_attempt_was_lost_fails_after_max_attempts(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="p1", max_attempts=2)
+    dispatcher = record_all(exp)
+    exp.conn.execute(
+        "UPDATE fleet_tasks SET state = 'running', attempts = 2, worker = 'gone-host:1',"
+        " lease_expires_at = now() - interval '1 second' WHERE event_id = %s", (request.event_id,))
+    dispatcher.reap()
+    failed = exp.read_branch(MAIN)[-1]
+    assert (failed.type, failed.payload["error_class"]) == ("TaskFailed", "AttemptsExhausted")
+    assert "gave up after 2 of 2 allowed attempts" in failed.payload["message"]
+    assert run_in_process(exp, CFG) == []
+
+
+def test_a_live_lease_makes_a_duplicate_delivery_drop_its_copy(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="l1")
+    record_all(exp)
+    exp.conn.execute(
+        "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = 'busy-host:1',"
+        " lease_expires_at = now() + interval '1 hour' WHERE event_id = %s", (request.event_id,))
+    keeper = LeaseKeeper(conninfo_of(exp), "me:2", 5, 1)
+    assert execute(exp, request.event_id, keeper).detail == "attempt 1 is running on busy-host:1"
+
+
+def test_the_heartbeat_keeps_a_long_task_leased(exp: EventStore) -> None:
+    request_task(exp, MAIN, "test.sleep", task_id="s1", inputs={"seconds": 2.5})
+    cfg = FleetConfig(lease_s=1.0, heartbeat_s=0.2, poll_s=0.05)
+    seen: list[tuple[str, bool]] = []
+    watcher = EventStore.connect(conninfo_of(exp))
+
+    def watch(stop: threading.Event) -> None:
+        while not stop.wait(0.3):
+            row = watcher.conn.execute("SELECT state, lease_expires_at > now() FROM fleet_tasks").fetchone()
+            if row:
+                seen.append(row)
+
+    stop = threading.Event()
+    thread = threading.Thread(target=watch, args=(stop,))
+    thread.start()
+    try:
+        assert [o.state for o in run_in_process(exp, cfg)] == ["completed"]
+    finally:
+        stop.set()
+        thread.join()
+        watcher.close()
+    running = [leased for state, leased in seen if state == "running"]
+    assert running and all(running), seen
+
+
+def test_tasks_lists_requests_the_dispatcher_has_not_seen(exp: EventStore) -> None:
+    request_task(exp, MAIN, "noop", task_id="n1")
+    [row] = list_tasks(exp)
+    assert (row.state, row.attempts, row.worker) == ("requested", 0, None)
+
+
+
+
+def test_the_dispatcher_records_hand_offs_in_its_checkpoint_transaction(exp: EventStore) -> None:
+    request_task(exp, MAIN, "noop", task_id="h1")
+    record_all(exp)
+    with psycopg.connect(conninfo_of(exp)) as conn:
+        state = conn.execute("SELECT state, publish_count FROM fleet_tasks").fetchone()
+        position = conn.execute("SELECT position FROM subscriptions").fetchone()
+    assert state == ("pending", 0) and position[0] > 0
