@@ -17,6 +17,7 @@ ev events append "$x/main" --type InterventionProposed --payload '{"intervention
 ev fork "$x/main" lr-up --reason "intervention lr-up"
 ev train "$x/lr-up" --steps 20 --seed 0 --learning-rate 0.003
 ev evaluate "$x/lr-up" --k 4 --tasks 32
+ev diagnose "$x/lr-up"
 base=$(.venv/bin/evotrainer sql "SELECT avg_at_k FROM projections.evaluations WHERE experiment = '$x' AND branch = 'main'" --csv | tail -1)
 cand=$(.venv/bin/evotrainer sql "SELECT avg_at_k FROM projections.evaluations WHERE experiment = '$x' AND branch = 'lr-up'" --csv | tail -1)
 decision=$(.venv/bin/python -c "print('promoted' if $cand - $base >= 0.02 else 'rejected')")
