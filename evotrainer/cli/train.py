@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import typer
 
@@ -98,7 +99,10 @@ def evaluate_command(
     _run_task(ref, "evaluate", inputs, domain, as_json)
 
 
-def _run_task(ref: str, kind: str, build_inputs, domain: str, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _run_task(
+    ref: str, kind: str, build_inputs: Callable[[EventStore, BranchRef], dict[str, object]], domain: str,
+    as_json: bool,
+) -> None:
     """Validate, request, and (with no broker) execute in this process; report its events."""
     from evotrainer import config
     from evotrainer.domains import get_domain
