@@ -1,12 +1,13 @@
 """Running one requested task, from its event id to its recorded outcome.
 
 This is the whole life of a delivery, shared by Celery workers and the in-process runner:
-claim the lease, load the request by id, run the kind's plain function, append
-TaskCompleted (with the function's domain events) or TaskFailed, and close the lease.
-The outcome event's idempotency key is `<task_id>:outcome`, so the unique index allows
-one outcome per task whatever races; domain events (`<task_id>:<n>`) and failures are
-appended in the transaction that closes the task's row, which matches only while the
-row is open, so a redelivered or re-published task never records anything twice.
+claim the lease and load the request by id (one round trip), run the kind's plain
+function, then close the lease and append TaskCompleted (with the function's domain
+events) or TaskFailed in one transaction (one commit). The outcome event's idempotency
+key is `<task_id>:outcome`, so the unique index allows one outcome per task whatever
+races; every outcome (and its domain events, `<task_id>:<n>`) is appended in the
+transaction that closes the task's row, which matches only while the row is open, so a
+redelivered or re-published task never records anything twice.
 """
 
 from __future__ import annotations
@@ -69,8 +70,8 @@ def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper) -> Out
     worker = keeper.worker
     try:
         claimed, event = _claim_and_load(store, event_id, keeper)
-        if claimed.exhausted:
-            return record_exhausted(store, event_id, claimed)
+        if claimed.exhausted and event is not None:
+            return record_exhausted(store, event, claimed)
     except TRANSIENT_DB_ERRORS as exc:
         raise TransientTaskError(f"could not claim {event_id}: {type(exc).__name__}: {exc}") from exc
     if not claimed.run or event is None:
@@ -88,19 +89,26 @@ def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper) -> Out
         keeper.drop(event_id)
 
 
+# Claim the task and load its request in one statement: one round trip, one commit. The
+# SELECT reads the events table, which the CTEs leave alone, so their snapshot is enough;
+# its first column is the attempt started (NULL: not claimed, see _claim_and_load).
+CLAIM_AND_LOAD = f"""
+WITH {leases.CLAIM_FREE_CTES}
+SELECT (SELECT attempt FROM started), {sql.EVENT_COLUMNS}
+  FROM events e JOIN branches b USING (branch_id) WHERE e.event_id = %(event_id)s::uuid
+"""
+
+
 def _claim_and_load(
     store: EventStore, event_id: str, keeper: leases.LeaseKeeper
 ) -> tuple[leases.Claim, StoredEvent | None]:
-    """Claim the task and load its request in one round trip (a pipeline): on a busy
-    machine the round trips, not the statements, are what a short task costs."""
+    """Claim the task and load its request: on a busy machine the round trips, not the
+    statements, are what a short task costs."""
     conn = store.conn
     params = {"event_id": event_id, "worker": keeper.worker, "lease_s": keeper.lease_s}
-    with conn.pipeline():
-        claimed = conn.execute(leases.CLAIM_FREE, params)
-        loaded = conn.execute(sql.SELECT_EVENTS + " WHERE e.event_id = %s::uuid", (event_id,))
-    row, event_row = claimed.fetchone(), loaded.fetchone()
-    event = row_to_event(event_row) if event_row else None
-    if row is not None:
+    row = conn.execute(CLAIM_AND_LOAD, params).fetchone()
+    event = row_to_event(row[1:]) if row else None
+    if row is not None and row[0] is not None:
         return leases.Claim(True, row[0]), event
     return leases.claim_contended(conn, event_id, keeper.worker, keeper.lease_s, keeper.snapshot()), event
 
@@ -142,24 +150,35 @@ def _complete(store: EventStore, event: StoredEvent, task: TaskRequested, attemp
     ]
     completed = TaskCompleted(task_id=task.task_id, worker=worker, attempt=attempt, outputs=result.outputs,
                               duration_s=round(duration_s, 6))
-    ref = BranchRef(event.experiment, event.branch)
     outcome = NewEvent.of(completed, idempotency_key=outcome_key(task.task_id), **meta)
-    if not domain:
-        # Nothing but the outcome: its key's unique index alone allows one outcome per
-        # task, so append it in its own transaction and close the row after (if this
-        # process dies in between, the dispatcher closes the row when it reads the event).
-        stored = store.append(ref, [outcome])[0]
-        if stored.type != "TaskCompleted" or (stored.payload["worker"], stored.payload["attempt"]) != (worker, attempt):
-            return _already_closed(attempt)
-        leases.finish(store.conn, event.event_id, attempt, "completed")
+    if _close_and_append(store, event, attempt, "completed", None, [*domain, outcome]):
         return Outcome("completed", attempt)
-    # Domain events must not be appended after another attempt's outcome: close the row
-    # first (locking it) and append in the same transaction.
+    return _already_closed(attempt)
+
+
+def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state: str, error: str | None,
+                      events: list[NewEvent]) -> bool:
+    """Close the task's row and append its outcome (the last of `events`) in one
+    transaction; False, with nothing written, when the task was already closed.
+
+    Closing first locks the row, so no other attempt can append an outcome (or domain
+    events) until this commits, and one commit makes both durable: the dispatcher never
+    reads an outcome whose row is still open. The outcome's idempotency key is checked
+    too: an outcome appended by other means (by hand) stands, and this is undone.
+    (Inside a caller's transaction the store reads the branch head instead of trusting
+    its cached one, which another worker appending to the branch has usually moved: that
+    saves the failed insert and retry a stale head costs.)
+    """
+    outcome = events[-1]
     with store.transaction() as conn:
-        if not leases.finish(conn, event.event_id, attempt, "completed"):
-            return _already_closed(attempt)
-        store.append(ref, [*domain, outcome])
-    return Outcome("completed", attempt)
+        if not leases.finish(conn, event.event_id, attempt, state, error):
+            return False
+        stored = store.append(BranchRef(event.experiment, event.branch), events)[-1]
+        if (stored.type, stored.payload.get("worker"), stored.payload.get("attempt")) != (
+                outcome.type, outcome.payload["worker"], outcome.payload["attempt"]):
+            raise psycopg.Rollback()
+        return True
+    return False
 
 
 def _already_closed(attempt: int) -> Outcome:
@@ -182,8 +201,7 @@ def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: 
     return _append_failure(store, event, failed, attempt)
 
 
-def record_exhausted(store: EventStore, event_id: str, claimed: leases.Claim) -> Outcome:
-    event = store.get_event(event_id)
+def record_exhausted(store: EventStore, event: StoredEvent, claimed: leases.Claim) -> Outcome:
     failed = TaskFailed(task_id=event.payload["task_id"], worker="", attempt=max(claimed.attempt, 1),
                         error_class="AttemptsExhausted", message=claimed.reason, retryable=False)
     return _append_failure(store, event, failed, claimed.attempt)
@@ -191,16 +209,10 @@ def record_exhausted(store: EventStore, event_id: str, claimed: leases.Claim) ->
 
 def _append_failure(store: EventStore, event: StoredEvent, failed: TaskFailed, attempt: int) -> Outcome:
     meta = {"causation_id": event.event_id, "correlation_id": event.correlation_id or event.event_id}
-    with store.transaction() as conn:
-        if not leases.finish(conn, event.event_id, attempt, "failed", f"{failed.error_class}: {failed.message}"[:2000]):
-            return _already_closed(attempt)
-        stored = store.append(BranchRef(event.experiment, event.branch),
-                              [NewEvent.of(failed, idempotency_key=outcome_key(failed.task_id), **meta)])[0]
-        if stored.type != "TaskFailed":
-            # A completion got there first (appended without the row lock, see _complete):
-            # it stands, and this transaction, row update included, is undone.
-            raise psycopg.Rollback()
-        return Outcome("failed", attempt, f"{failed.error_class}: {failed.message}")
+    outcome = NewEvent.of(failed, idempotency_key=outcome_key(failed.task_id), **meta)
+    detail = f"{failed.error_class}: {failed.message}"
+    if _close_and_append(store, event, attempt, "failed", detail[:2000], [outcome]):
+        return Outcome("failed", attempt, detail)
     return _already_closed(attempt)
 
 

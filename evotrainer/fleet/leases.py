@@ -77,19 +77,22 @@ def holder_is_gone(holder: str | None, running_here: set[str], event_id: str) ->
 
 # The common case in one statement (one round trip, one commit): a task nobody runs is
 # taken. UPDATE locks the row and re-checks its WHERE against the newest version, so of
-# concurrent claimers exactly one matches; the others fall to the slow path.
-CLAIM_FREE = """
-WITH claimed AS (
+# concurrent claimers exactly one matches; the others fall to the slow path. The CTEs
+# alone are CLAIM_FREE_CTES, for statements that claim and read something in one go.
+CLAIM_FREE_CTES = """
+claimed AS (
     UPDATE fleet_tasks SET state = 'running', attempts = attempts + 1, worker = %(worker)s, heartbeat_at = now(),
            lease_expires_at = now() + make_interval(secs => %(lease_s)s)
     WHERE event_id = %(event_id)s AND state IN ('pending', 'published') AND attempts < max_attempts
-    RETURNING event_id, attempts)
-INSERT INTO fleet_attempts (event_id, attempt, worker, started_at)
-SELECT event_id, attempts, %(worker)s, now() FROM claimed
-ON CONFLICT (event_id, attempt) DO UPDATE SET worker = EXCLUDED.worker, started_at = now(), outcome = 'running',
-    ended_at = NULL, error = NULL
-RETURNING attempt
+    RETURNING event_id, attempts),
+started AS (
+    INSERT INTO fleet_attempts (event_id, attempt, worker, started_at)
+    SELECT event_id, attempts, %(worker)s, now() FROM claimed
+    ON CONFLICT (event_id, attempt) DO UPDATE SET worker = EXCLUDED.worker, started_at = now(), outcome = 'running',
+        ended_at = NULL, error = NULL
+    RETURNING attempt)
 """
+CLAIM_FREE = f"WITH {CLAIM_FREE_CTES} SELECT attempt FROM started"
 
 # Closing a task doubles as its lock: the outcome is appended in the same transaction,
 # after this matched, so a task never records two outcomes (a second closer matches

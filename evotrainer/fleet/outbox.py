@@ -178,7 +178,8 @@ class Dispatcher:
                 )
                 if attempts >= max_attempts:
                     message = leases.exhausted_message(attempts, max_attempts, why)
-                    record_exhausted(self.store, event_id, leases.Claim(False, attempts, message, exhausted=True))
+                    record_exhausted(self.store, self.store.get_event(event_id),
+                                     leases.Claim(False, attempts, message, exhausted=True))
                 else:
                     conn.execute(
                         "UPDATE fleet_tasks SET state = 'pending', worker = NULL, lease_expires_at = NULL,"
