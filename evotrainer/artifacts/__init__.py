@@ -12,7 +12,7 @@ from evotrainer.artifacts.errors import (
     ArtifactMissingError,
     InvalidArtifactIdError,
 )
-from evotrainer.artifacts.store import ArtifactInfo, ArtifactStore, open_store
+from evotrainer.artifacts.store import ArtifactInfo, ArtifactStore, is_artifact_id, open_store
 
 __all__ = [
     "ArtifactCorruptError",
@@ -21,5 +21,6 @@ __all__ = [
     "ArtifactMissingError",
     "ArtifactStore",
     "InvalidArtifactIdError",
+    "is_artifact_id",
     "open_store",
 ]

@@ -6,11 +6,10 @@ per-problem results) holding a 64-hex id. Works on any object with `.payload`, `
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+from evotrainer.artifacts.store import is_artifact_id
 
 
 class _EventLike(Protocol):
@@ -20,11 +19,16 @@ class _EventLike(Protocol):
     def ref(self) -> object: ...
 
 
+def artifact_fields(payload: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(dotted field path, sha256) of every artifact reference in a payload, in order."""
+    return _walk(payload, "")
+
+
 def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
     if isinstance(value, dict):
         for key, item in value.items():
             child = f"{path}.{key}" if path else key
-            if key.endswith("sha256") and isinstance(item, str) and _SHA256.match(item):
+            if key.endswith("sha256") and is_artifact_id(item):
                 yield child, item
             else:
                 yield from _walk(item, child)
@@ -37,6 +41,6 @@ def referenced_artifacts(events: Iterable[_EventLike]) -> dict[str, list[str]]:
     """{sha256: ["EXP/BRANCH@SEQ field", ...]} for every artifact id the events mention."""
     found: dict[str, list[str]] = {}
     for event in events:
-        for field, sha in _walk(event.payload, ""):
+        for field, sha in artifact_fields(event.payload):
             found.setdefault(sha, []).append(f"{event.ref} {field}")
     return found

@@ -46,8 +46,13 @@ class ArtifactInfo:
     files: int = 1
 
 
+def is_artifact_id(text: object) -> bool:
+    """A lowercase hex sha256: the only form an artifact id takes."""
+    return isinstance(text, str) and _SHA_RE.match(text) is not None
+
+
 def _check_id(sha256: str) -> str:
-    if not isinstance(sha256, str) or not _SHA_RE.match(sha256):
+    if not is_artifact_id(sha256):
         raise InvalidArtifactIdError(str(sha256))
     return sha256
 

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict
 from evotrainer.errors import UsageError
 
 Payload = dict[str, Any]
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+"""How payloads spell an artifact or hash id: lowercase hex sha256."""
 Upcaster = Callable[[Payload], Payload]
 
 

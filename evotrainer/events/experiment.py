@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from evotrainer.events.base import Event, register
+from evotrainer.events.base import SHA256_PATTERN, Event, register
 
 Domain = Literal["math", "code", "swe"]
 
@@ -28,5 +28,5 @@ class BranchForked(Event):
 
     parent: str = Field(description="EXPERIMENT/BRANCH of the parent")
     fork_seq: int = Field(ge=0)
-    fork_hash: str = Field(pattern=r"^[0-9a-f]{64}$", description="hash of the parent's event at fork_seq")
+    fork_hash: str = Field(pattern=SHA256_PATTERN, description="hash of the parent's event at fork_seq")
     reason: str = ""

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from evotrainer.events.base import Event, register
+from evotrainer.events.base import SHA256_PATTERN, Event, register
 
-_SHA = r"^[0-9a-f]{64}$"
+_SHA = SHA256_PATTERN
 
 
 @register

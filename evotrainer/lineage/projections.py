@@ -20,6 +20,7 @@ import orjson
 import psycopg
 from psycopg import sql
 
+from evotrainer.artifacts.references import artifact_fields
 from evotrainer.store import EventStore, GlobalPosition, StoredEvent
 from evotrainer.store.subscription import Subscription
 
@@ -61,7 +62,6 @@ _EVENT_TABLES: dict[str, tuple[str, dict[str, str]]] = {
 }
 _JSON_COLUMNS = {"changed_fields", "spec", "conditions", "findings", "old_value", "new_value", "figures",
                  "blocking_findings", "domains"}
-_ARTIFACT_ROLES = {"policy_sha256": "policy", "evidence_sha256": "evidence", "results_sha256": "results"}
 
 
 def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -108,10 +108,11 @@ class _Batch:
             status = "completed" if e.type == "TaskCompleted" else ("retrying" if p.get("retryable") else "failed")
             self.task_outcomes.append((status, p.get("attempt", 1), p.get("worker"), e.position,
                                        p.get("error_class"), e.experiment, e.branch, p["task_id"]))
-        for name, value in p.items():
-            role = _ARTIFACT_ROLES.get(name)
-            if role and isinstance(value, str) and value not in self.artifacts:
-                self.artifacts[value] = (value, role, e.experiment, e.branch, e.seq, e.position)
+        for path, sha in artifact_fields(p):
+            if sha not in self.artifacts:
+                # The role is what the first referencing field calls it: policy, evidence, results, ...
+                role = path.rpartition(".")[2].removesuffix("_sha256")
+                self.artifacts[sha] = (sha, role, e.experiment, e.branch, e.seq, e.position)
 
     def write(self, conn: psycopg.Connection[Any], schema: str) -> None:
         s = sql.Identifier(schema)

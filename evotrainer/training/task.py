@@ -13,6 +13,7 @@ import math
 from dataclasses import fields
 from typing import Any
 
+from evotrainer.artifacts import is_artifact_id
 from evotrainer.errors import UsageError
 from evotrainer.events import EvaluationRecorded, Event, PolicyCheckpointed, RolloutsRecorded, TrainingCompleted
 from evotrainer.store.records import NewEvent
@@ -73,7 +74,7 @@ def run_training_task(
     events = []
     # A named starting point (tiny, smollm2, a local directory) is recorded as a checkpoint
     # of its own, so the trained policy's parent is always in the lineage.
-    if result.base_policy.created or not _is_sha256(request.policy):
+    if result.base_policy.created or not is_artifact_id(request.policy):
         events.append(_event(PolicyCheckpointed, result.base_policy.event_payload(), key, "base-policy"))
     events.append(_event(PolicyCheckpointed, result.policy_payload(), key, "policy"))
     events.append(
@@ -83,10 +84,6 @@ def run_training_task(
         _event(TrainingCompleted, {**result.training_payload(), "harness_hash": harness_hash}, key, "training")
     )
     return events
-
-
-def _is_sha256(text: str) -> bool:
-    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def run_evaluation_task(inputs: dict[str, Any], key: str | None = None) -> list[NewEvent]:

@@ -106,6 +106,8 @@ def test_promotion_audit_joins_each_decision_with_its_evidence(store: EventStore
     assert backtests == [{"kind": "reward", "passed": True, "figures": {"dead_groups_rescued": 3}}]
     assert evaluation["avg_at_k"] == 0.41
     assert diagnoses[0]["conditions"] == ["insufficient_signal"]
+    artifacts = dict(run_query(store.conn, "SELECT sha256, role FROM projections.artifacts").rows)
+    assert artifacts == {"a" * 64: "policy", "b" * 64: "results", "e" * 64: "policy", "f" * 64: "results"}
 
 
 def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[str, str]) -> None:
