@@ -20,7 +20,7 @@ ADMIN_URL = os.environ.get("EVOTRAINER_TEST_ADMIN_URL", "postgresql://postgres@1
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
-def _url_for(database: str) -> str:
+def url_for(database: str) -> str:
     base, _, _ = ADMIN_URL.rpartition("/")
     return f"{base}/{database}"
 
@@ -50,7 +50,7 @@ def drop_database(name: str) -> None:
 @pytest.fixture(scope="session")
 def template_database() -> Iterator[str]:
     name = create_database()
-    migrate.upgrade(_url_for(name))
+    migrate.upgrade(url_for(name))
     yield name
     drop_database(name)
 
@@ -59,7 +59,7 @@ def template_database() -> Iterator[str]:
 def database_url(template_database: str) -> Iterator[str]:
     """A fresh, migrated database for one test, dropped afterwards."""
     name = create_database(template_database)
-    yield _url_for(name)
+    yield url_for(name)
     drop_database(name)
 
 

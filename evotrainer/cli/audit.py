@@ -8,9 +8,9 @@ import orjson
 import typer
 
 from evotrainer.cli.render import print_json
-from evotrainer.cli.session import open_store
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
 
 
 def audit_command(
@@ -26,7 +26,7 @@ def audit_command(
 
     branch = BranchRef.parse(ref, allow_seq=False) if ref else None
     anchored = _read_anchors(anchors) if anchors else None
-    with open_store() as store:
+    with EventStore.connect() as store:
         report = audit(store, branch)
         if anchored is not None:
             report.problems.extend(verify_anchors(store, anchored))

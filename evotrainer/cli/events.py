@@ -6,9 +6,9 @@ import typer
 
 from evotrainer.cli.payloads import parse_payload
 from evotrainer.cli.render import print_json
-from evotrainer.cli.session import open_store
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
 
 app = typer.Typer(help="Append events to a branch and list them.", no_args_is_help=True)
 
@@ -31,7 +31,7 @@ def append_command(
     if not isinstance(body, dict):
         raise UsageError("the payload must be a JSON object")
     event = NewEvent(event_type, body, idempotency_key, causation_id, correlation_id)
-    with open_store() as store:
+    with EventStore.connect() as store:
         print_json(store.append(branch, [event], expected_seq=expected_seq)[0].to_json())
 
 

@@ -6,8 +6,8 @@ import typer
 
 from evotrainer.cli.payloads import parse_payload
 from evotrainer.cli.render import print_json
-from evotrainer.cli.session import open_store
 from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
 
 app = typer.Typer(help="Experiments: each starts as EXPERIMENT/main.", no_args_is_help=True)
 
@@ -25,7 +25,7 @@ def create_command(
         payload["domain"] = domain
     if config is not None:
         payload["config"] = parse_payload(config)
-    with open_store() as store:
+    with EventStore.connect() as store:
         print_json(store.create_experiment(name, payload).to_json())
 
 
@@ -36,5 +36,5 @@ def fork_command(
 ) -> None:
     """Start NEW_BRANCH sharing the first SEQ events of SOURCE; prints its BranchForked event."""
     ref = BranchRef.parse(source)
-    with open_store() as store:
+    with EventStore.connect() as store:
         print_json(store.fork(ref, new_branch, reason).to_json())

@@ -131,13 +131,13 @@ def tasks_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List requested, queued, running, completed and failed tasks with their worker and attempts."""
-    from evotrainer.cli.session import open_store
     from evotrainer.fleet.listing import STATES, list_tasks
+    from evotrainer.store import EventStore
 
     bad = sorted(set(state or ()) - set(STATES))
     if bad:
         raise UsageError(f"unknown state(s) {', '.join(bad)}; states are {', '.join(STATES)}")
-    with open_store() as store:
+    with EventStore.connect() as store:
         rows = list_tasks(store, experiment, set(state or ()))
     if as_json:
         print_json([row.to_json() for row in rows])

@@ -18,9 +18,9 @@ from typing import Any
 import typer
 
 from evotrainer.cli.render import print_json, print_table
-from evotrainer.cli.session import open_store
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
 
 app = typer.Typer(help="Show, compare and record harness versions.", no_args_is_help=True)
 
@@ -42,7 +42,7 @@ def show_command(
     from evotrainer.harness.spec import leaves
     from evotrainer.harness.versions import branch_harness
 
-    with open_store() as store:
+    with EventStore.connect() as store:
         current = branch_harness(store, BranchRef.parse(ref))
     origin = f"seq {current.recorded_seq}" if current.recorded_seq else "default, not recorded"
     if as_json:
@@ -63,7 +63,7 @@ def diff_command(
     from evotrainer.harness.spec import diff
     from evotrainer.harness.versions import branch_harness
 
-    with open_store() as store:
+    with EventStore.connect() as store:
         left, right = branch_harness(store, BranchRef.parse(a)), branch_harness(store, BranchRef.parse(b))
     changes = diff(left.spec, right.spec)
     if as_json:
@@ -92,7 +92,7 @@ def record_command(
     if not isinstance(body, dict):
         raise UsageError("the spec must be a JSON object")
     new = HarnessSpec.parse(body)
-    with open_store() as store:
+    with EventStore.connect() as store:
         current = branch_harness(store, branch)
         parent = current.address if current.recorded_seq else None
         changed = [p for p, _, _ in diff(current.spec, new)] if parent else []
@@ -110,7 +110,7 @@ def diagnose_command(
     from evotrainer.diagnostics.task import run_diagnosis
 
     branch = BranchRef.parse(ref, allow_seq=False)
-    with open_store() as store:
+    with EventStore.connect() as store:
         run = run_diagnosis(store, branch, evidence)
         seq = store.append(branch, run.events())[-1].seq if record else None
     d = run.diagnosis
@@ -168,7 +168,7 @@ def propose_command(
 
     branch = BranchRef.parse(ref, allow_seq=False)
     changes = _parse_set(set_)
-    with open_store() as store:
+    with EventStore.connect() as store:
         current = branch_harness(store, branch)
         designed = design_intervention(current.spec, changes, hypothesis=hypothesis, success_criterion=criterion,
                                        rollback_plan=rollback, frozen_fields=frozen or None,
@@ -204,7 +204,7 @@ def backtest_command(
 
     branch = BranchRef.parse(ref, allow_seq=False)
     scorer = domain_scorer(domain, train_tasks, 0) if domain else None
-    with open_store() as store:
+    with EventStore.connect() as store:
         run = run_intervention_backtest(store, branch, intervention_id, evidence, score_missing=scorer)
         seq = store.append(branch, run.events())[-1].seq if record else None
     payload = run.event().model_dump(mode="json")

@@ -12,9 +12,9 @@ from typing import Any
 import typer
 
 from evotrainer.cli.render import print_json, print_table, summarize
-from evotrainer.cli.session import open_store
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef, check_name
+from evotrainer.store import EventStore
 
 
 def _plain(value: Any) -> Any:
@@ -43,7 +43,7 @@ def sql_command(
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
     text = query if query is not None else file.read()
-    with open_store() as store:
+    with EventStore.connect() as store:
         Projector(store).catch_up()
         result = run_query(store.conn, text, timeout_ms)
     rows = [[_plain(v) for v in row] for row in result.rows]
@@ -68,7 +68,7 @@ def log_command(
 def print_history(ref: str, as_json: bool, full: bool) -> None:
     """The table `log` and `events list` share; JSON is the whole event when `full`."""
     branch = BranchRef.parse(ref)
-    with open_store() as store:
+    with EventStore.connect() as store:
         history = store.read_branch(branch)
     if as_json:
         print_json([
@@ -98,7 +98,7 @@ def lineage_command(
 
     if experiment is not None:
         check_name("experiment", experiment)
-    with open_store() as store:
+    with EventStore.connect() as store:
         Projector(store).catch_up()
         dag = LineageDAG.from_store(store, experiment)
         if experiment is not None and not dag.nodes:
@@ -126,7 +126,7 @@ def replay_command(
             "rebuilds and compares the projections"
         )
     branch = BranchRef.parse(ref, allow_seq=False)
-    with open_store() as store:
+    with EventStore.connect() as store:
         store.branch(branch)
         projector = Projector(store)
         projector.catch_up()

@@ -8,7 +8,6 @@ from collections.abc import Callable
 import typer
 
 from evotrainer.cli.render import print_json, print_table
-from evotrainer.cli.session import open_store
 from evotrainer.errors import EvotrainerError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, StoredEvent
@@ -110,7 +109,7 @@ def _run_task(
 
     branch = BranchRef.parse(ref, allow_seq=False)
     get_domain(domain)  # refuse an unknown domain before anything is recorded
-    with open_store() as store:
+    with EventStore.connect() as store:
         store.branch(branch)
         task_id = f"{kind}-{uuid.uuid4().hex[:12]}"
         requested = request_task(store, branch, kind, task_id, build_inputs(store, branch))

@@ -23,7 +23,7 @@ from evotrainer.errors import ConcurrencyError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 from evotrainer.store.subscription import Subscription
-from tests.conftest import _url_for, create_database, drop_database
+from tests.conftest import create_database, drop_database, url_for
 
 
 def task(label: str) -> NewEvent:
@@ -33,7 +33,7 @@ def task(label: str) -> NewEvent:
 @pytest.fixture(scope="module")
 def race_url(template_database: str) -> Iterator[str]:
     name = create_database(template_database)
-    yield _url_for(name)
+    yield url_for(name)
     drop_database(name)
 
 
@@ -130,7 +130,6 @@ def test_subscriber_sees_every_committed_event_once_in_order(store: EventStore, 
     for w in range(writers):
         store.create_experiment(f"w{w}")
     committed: list[set[str]] = [set() for _ in range(writers)]
-    done = threading.Event()
 
     def write(w: int) -> None:
         rng = random.Random(w)
@@ -166,7 +165,6 @@ def test_subscriber_sees_every_committed_event_once_in_order(store: EventStore, 
             thread.start()
         while any(t.is_alive() for t in threads):
             subscription.process(handle, limit=7)
-        done.set()
         subscription.catch_up(handle)
     expected = set().union(*committed)
     assert len(seen) == len(set(seen)), "an event was delivered twice"

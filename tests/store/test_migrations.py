@@ -8,7 +8,7 @@ import sys
 from alembic import command
 
 from evotrainer.store import migrate
-from tests.conftest import _url_for, create_database, drop_database
+from tests.conftest import create_database, drop_database, url_for
 
 
 def test_alembic_check_finds_nothing_to_generate(database_url: str) -> None:
@@ -22,7 +22,7 @@ def test_head_revision_constant_matches_the_scripts() -> None:
 def test_concurrent_first_use_migrates_exactly_once() -> None:
     """Several processes finding an empty database at once: one migrates, none fails."""
     name = create_database()
-    url = _url_for(name)
+    url = url_for(name)
     code = f"from evotrainer.store import migrate; migrate.upgrade({url!r})"
     try:
         procs = [subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE) for _ in range(3)]
