@@ -90,7 +90,7 @@ def summarize(records: Sequence[RolloutRecord], min_group_std: float) -> dict[st
     groups: dict[int, list[float]] = {}
     for r in records:
         groups.setdefault(r.group, []).append(r.reward)
-    dead = sum(1 for rewards in groups.values() if _std(rewards) < min_group_std)
+    dead = sum(1 for rewards in groups.values() if population_std(rewards) < min_group_std)
     return {
         "completions": len(records),
         "groups": len(groups),
@@ -101,6 +101,6 @@ def summarize(records: Sequence[RolloutRecord], min_group_std: float) -> dict[st
     }
 
 
-def _std(values: Sequence[float]) -> float:
+def population_std(values: Sequence[float]) -> float:
     mean = sum(values) / len(values)
     return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))

@@ -5,7 +5,7 @@ Both carry the sha256 so `evotrainer audit --artifacts` can name the artifact in
 
 from __future__ import annotations
 
-from evotrainer.errors import EvotrainerError
+from evotrainer.errors import EvotrainerError, UsageError
 
 
 class ArtifactError(EvotrainerError):
@@ -37,9 +37,10 @@ class ArtifactCorruptError(ArtifactError):
         self.location = location
 
 
-class InvalidArtifactIdError(ArtifactError):
-    """The string given is not a 64-character lowercase hex sha256."""
+class InvalidArtifactIdError(ArtifactError, UsageError):
+    """The string given is not a 64-character lowercase hex sha256 (a usage error, exit 2)."""
+
+    exit_code = 2
 
     def __init__(self, sha256: str) -> None:
         super().__init__(sha256, f"{sha256!r} is not an artifact id (expected 64 lowercase hex characters)")
-        self.exit_code = 2

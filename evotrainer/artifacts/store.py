@@ -189,7 +189,11 @@ class ArtifactStore:
                 raise ValueError("checkout from a remote store needs an explicit local `dest` directory")
             final = self.backend.root / "checkouts" / sha256
             if final.is_dir():
-                return final
+                # The cache is outside the content-addressed objects, so nothing else
+                # guards it: re-hash it, and rebuild it from the objects if it drifted.
+                if self._checkout_intact(final, self.manifest(sha256)):
+                    return final
+                shutil.rmtree(final)
         else:
             final = Path(dest)
         members = self.manifest(sha256)
@@ -214,6 +218,14 @@ class ArtifactStore:
                 shutil.rmtree(final)
             os.replace(tmp, final)
         return final
+
+    @staticmethod
+    def _checkout_intact(root: Path, members: list[tuple[str, int, str]]) -> bool:
+        for rel, _size, member in members:
+            path = root / rel
+            if not path.is_file() or _hash_file(path) != member:
+                return False
+        return True
 
     # ---- auditing ------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ import psycopg
 
 log = logging.getLogger(__name__)
 
-OPEN_STATES = ("pending", "published", "running")
 
 # Insert the hand-off row for a TaskRequested event; a second request with the same task
 # id on the branch names the same work, and is not run again.
@@ -42,7 +41,6 @@ class Claim:
     reason: str = ""
     exhausted: bool = False
     """True: every allowed attempt was used up; record TaskFailed instead of running."""
-    row: dict[str, Any] | None = None
 
 
 def conninfo_of(store: Any, application_name: str | None = None) -> str:
@@ -92,7 +90,6 @@ started AS (
         ended_at = NULL, error = NULL
     RETURNING attempt)
 """
-CLAIM_FREE = f"WITH {CLAIM_FREE_CTES} SELECT attempt FROM started"
 
 # Closing a task doubles as its lock: the outcome is appended in the same transaction,
 # after this matched, so a task never records two outcomes (a second closer matches
@@ -109,19 +106,9 @@ SELECT count(*) FROM closed
 """
 
 
-def claim(conn: psycopg.Connection[Any], event_id: str, worker: str, lease_s: float,
-          running_here: set[str]) -> Claim:
-    """Take the lease on a task if nobody live holds it."""
-    params = {"event_id": event_id, "worker": worker, "lease_s": lease_s}
-    row = conn.execute(CLAIM_FREE, params).fetchone()
-    if row is not None:
-        return Claim(True, row[0])
-    return claim_contended(conn, event_id, worker, lease_s, running_here)
-
-
 def claim_contended(conn: psycopg.Connection[Any], event_id: str, worker: str, lease_s: float,
                     running_here: set[str]) -> Claim:
-    """The slow path, when CLAIM_FREE matched nothing: find out why, under the row's lock."""
+    """The slow path, when the free claim matched nothing: find out why, under the row's lock."""
     with conn.transaction():
         return _claim_locked(conn, event_id, worker, lease_s, running_here)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evotrainer.artifacts import ArtifactStore, open_store
-from evotrainer.training.evidence import RolloutRecord, summarize, to_jsonl
+from evotrainer.evidence import RolloutRecord, population_std, summarize, to_jsonl
 from evotrainer.training.grpo_config import GRPOSettings, InvalidTrainingConfigError, TrainingRequest
 from evotrainer.training.results import TrainingResult
 
@@ -142,9 +142,8 @@ def _trainer_class() -> type:
             kept = [True] * len(totals)
             for start in range(0, len(totals), g):
                 group = totals[start : start + g]
-                mean = sum(group) / len(group)
-                std = (sum((x - mean) ** 2 for x in group) / len(group)) ** 0.5
-                if s.drop_zero_variance_groups and std < s.min_group_std:
+                # The same spread the evidence summary uses to call a group dead.
+                if s.drop_zero_variance_groups and population_std(group) < s.min_group_std:
                     kept[start : start + g] = [False] * len(group)
             if not all(kept):
                 # Excluding a group from the loss: its tokens leave the mask, and the token

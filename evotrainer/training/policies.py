@@ -71,6 +71,8 @@ def load_policy(sha256: str, store: ArtifactStore, *, device: str = "cpu") -> tu
     """(model, tokenizer) of a stored checkpoint, from a verified checkout."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    # The objects are the record (a corrupted one is refused even when a good copy is
+    # cached); the checkout re-hashes what is actually loaded.
     store.check(sha256)
     path = store.checkout(sha256)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -161,8 +163,7 @@ def _describe(
     parent: str | None = None,
     details: dict[str, Any] | None = None,
 ) -> PolicyCheckpoint:
-    store.check(sha)
-    path = store.checkout(sha)
+    path = store.checkout(sha)  # verifies the manifest's members while it checks them out
     return PolicyCheckpoint(
         sha256=sha,  # tied weights are stored once, so this counts them once
         kind=kind,

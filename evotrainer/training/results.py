@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evotrainer.evidence import EVIDENCE_VERSION
 from evotrainer.training.policies import PolicyCheckpoint
 
 
@@ -61,7 +62,7 @@ class TrainingResult:
             "policy_sha256": self.policy.sha256,
             "base_policy_sha256": self.base_policy.sha256,
             "format": "jsonl",
-            "evidence_version": 1,
+            "evidence_version": EVIDENCE_VERSION,
             "summary": dict(self.evidence_summary),
             "environment": dict(self.environment),
         }

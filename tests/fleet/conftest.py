@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("EVOTRAINER_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 AMQP_URL = os.environ.get("EVOTRAINER_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
 BROKERS = {"redis": REDIS_URL, "amqp": AMQP_URL}
-QUEUES = ("train", "rollout", "evaluate", "diagnose", "backtest", "control")
+from evotrainer.fleet.config import QUEUES  # noqa: E402
 
 
 def require_broker(url: str) -> None:

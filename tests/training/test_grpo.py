@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from evotrainer.artifacts import ArtifactCorruptError
+from evotrainer.evidence import from_jsonl
 from evotrainer.training import (
     EvaluationRequest,
     GRPOSettings,
@@ -20,7 +21,6 @@ from evotrainer.training import (
     load_policy,
     train_grpo,
 )
-from evotrainer.training.evidence import from_jsonl
 
 SHORT = {"reward_weights": {"correctness": 1.0, "format": 0.2}, "max_completion_length": 4, "learning_rate": 2e-4}
 
@@ -111,6 +111,20 @@ def test_corrupted_checkpoint_is_refused(tmp_path: Any, math_domain: Any) -> Non
     assert not store.verify(policy.sha256)
     with pytest.raises(ArtifactCorruptError):
         load_policy(policy.sha256, store)
+
+
+def test_a_tampered_checkout_cache_is_rebuilt_from_the_store(tmp_path: Any, math_domain: Any) -> None:
+    from evotrainer.artifacts import open_store
+    from evotrainer.training import resolve_policy
+
+    store = open_store(tmp_path / "arts")
+    policy = resolve_policy("tiny", store, domain=math_domain, domain_spec="math:digit_add")
+    cached = store.checkout(policy.sha256)
+    weights = next(cached.rglob("*.safetensors"))
+    original = weights.read_bytes()
+    weights.write_bytes(b"not weights")
+    assert store.checkout(policy.sha256) == cached and weights.read_bytes() == original
+    load_policy(policy.sha256, store)  # loads the rebuilt, verified copy
 
 
 @pytest.mark.parametrize(
