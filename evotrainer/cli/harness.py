@@ -94,7 +94,9 @@ def record_command(
     new = HarnessSpec.parse(body)
     with EventStore.connect() as store:
         current = branch_harness(store, branch)
-        parent = current.address if current.recorded_seq else None
+        if current.recorded_seq is not None and new.address() == current.address:
+            raise UsageError(f"{branch} already runs under harness {current.address[:12]}")
+        parent = current.address if current.recorded_seq is not None else None
         changed = [p for p, _, _ in diff(current.spec, new)] if parent else []
         stored = store.append(branch, [versioned_event(new, parent, changed)])[0]
     _out(f"harness {new.address()} recorded at seq {stored.seq}")
@@ -163,7 +165,7 @@ def propose_command(
 ) -> None:
     """Propose a single-factor intervention on the branch's harness (InterventionProposed)."""
     from evotrainer.harness.intervention import design_intervention
-    from evotrainer.harness.versions import branch_harness, versioned_event
+    from evotrainer.harness.versions import branch_harness
     from evotrainer.store import NewEvent
 
     branch = BranchRef.parse(ref, allow_seq=False)
@@ -173,7 +175,7 @@ def propose_command(
         designed = design_intervention(current.spec, changes, hypothesis=hypothesis, success_criterion=criterion,
                                        rollback_plan=rollback, frozen_fields=frozen or None,
                                        proposer="human", intervention_id=intervention_id)  # fmt: skip
-        events = [] if current.recorded_seq else [versioned_event(current.spec)]
+        events = current.unrecorded_default()
         ident = designed.event.intervention_id
         events.append(NewEvent.of(designed.event, idempotency_key=f"intervention:{ident}"))
         seq = store.append(branch, events)[-1].seq

@@ -18,7 +18,7 @@ from evotrainer.artifacts import ArtifactStore
 from evotrainer.diagnostics.diagnose import Diagnosis, diagnose
 from evotrainer.diagnostics.inputs import branch_evaluations, branch_evidence, diagnosis_input
 from evotrainer.errors import UsageError
-from evotrainer.harness.versions import BranchHarness, branch_harness, versioned_event
+from evotrainer.harness.versions import BranchHarness, branch_harness
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 
@@ -34,7 +34,7 @@ class DiagnosisRun:
     diagnosis: Diagnosis
 
     def events(self) -> list[NewEvent]:
-        out = [] if self.harness.recorded_seq is not None else [versioned_event(self.harness.spec)]
+        out = self.harness.unrecorded_default()
         payload = self.diagnosis.event(self.evidence, self.harness.address)
         out.append(NewEvent.of(payload, idempotency_key=f"diagnosis:{self.evidence}:{self.harness.address}"))
         return out

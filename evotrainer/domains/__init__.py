@@ -32,24 +32,26 @@ class DomainInfo:
 
 
 def list_domains() -> list[DomainInfo]:
+    from evotrainer.domains.code import CodeDomain
     from evotrainer.domains.code_problems import GENERATED_LEVELS
-    from evotrainer.domains.math import LEVELS
+    from evotrainer.domains.math import LEVELS, MathDomain
+    from evotrainer.domains.swe.domain import SweDomain
 
     return [
         DomainInfo(
-            "math", "generated arithmetic and word problems, or GSM8K-style JSONL", LEVELS, ("correctness", "format")
+            "math", "generated arithmetic and word problems, or GSM8K-style JSONL", LEVELS, MathDomain.reward_components
         ),
         DomainInfo(
             "code",
             "function synthesis (generated, HumanEval) and stdin/stdout problems, sandboxed",
             ("generated", "humaneval", *GENERATED_LEVELS),
-            ("correctness", "pass_fraction", "compile", "format"),
+            CodeDomain.reward_components,
         ),
         DomainInfo(
             "swe",
             "generated buggy repositories fixed through tools, graded by hidden tests",
             ("generated",),
-            ("correctness", "visible_tests", "format"),
+            SweDomain.reward_components,
         ),
     ]
 

@@ -79,10 +79,11 @@ def design_intervention(
     changed = [path for path, _, _ in diff(base, candidate)]
     if not changed:
         raise UsageError(f"setting {field} to {json.dumps(value)} changes nothing: it is already that value")
-    # A value that is itself a mapping could smuggle several leaves in under one path.
-    if len(changed) != 1 and not all(p == field or p.startswith(field + ".") and base.get_field(field) == {}
-                                     for p in changed):  # fmt: skip
-        raise MultiFieldInterventionError(changed)
+    # A value that is itself a mapping could smuggle several leaves in under one path; an
+    # empty mapping it replaces is a placeholder, not a field of its own.
+    leaves = [p for p in changed if not (p == field and old == {})]
+    if len(leaves) != 1:
+        raise MultiFieldInterventionError(leaves)
     criterion = success_criterion or default_criterion(field)
     parse_criterion(criterion)
     frozen = list(frozen_fields) if frozen_fields else default_frozen(base, field)

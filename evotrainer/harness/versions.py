@@ -26,6 +26,10 @@ class BranchHarness:
     recorded_seq: int | None
     """Seq of its HarnessVersioned event; None when the branch has none (the default)."""
 
+    def unrecorded_default(self) -> list[NewEvent]:
+        """What to append before events that point at this harness: the default spec, once."""
+        return [] if self.recorded_seq is not None else [versioned_event(self.spec)]
+
 
 def branch_harness(store: EventStore, ref: BranchRef) -> BranchHarness:
     """The latest recorded harness of a branch (up to ref.seq), else the default spec."""
@@ -47,17 +51,9 @@ def spec_of(payload: dict) -> HarnessSpec:  # type: ignore[type-arg]
 def versioned_event(
     spec: HarnessSpec, parent: str | None = None, changed_fields: Sequence[str] = (), **metadata: str | None
 ) -> NewEvent:
-    """HarnessVersioned for `spec`, keyed by its address so recording it twice is a no-op."""
+    """HarnessVersioned for `spec`, keyed by the transition (parent -> spec): recording the
+    same step twice is a no-op, while going back to an earlier spec is a new version."""
     payload = HarnessVersioned(
         harness_hash=spec.address(), spec=spec.to_json(), parent_hash=parent, changed_fields=list(changed_fields)
     )
-    return NewEvent.of(payload, idempotency_key=f"harness:{spec.address()}", **metadata)
-
-
-def ensure_recorded(store: EventStore, ref: BranchRef) -> BranchHarness:
-    """The branch's harness, recording the default spec first if the branch has none."""
-    current = branch_harness(store, ref)
-    if current.recorded_seq is None:
-        stored = store.append(ref.branch_ref, [versioned_event(current.spec)])[0]
-        return BranchHarness(current.spec, current.address, stored.seq)
-    return current
+    return NewEvent.of(payload, idempotency_key=f"harness:{parent or 'root'}:{spec.address()}", **metadata)

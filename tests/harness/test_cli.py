@@ -90,3 +90,19 @@ def test_a_backtest_that_misses_its_criterion_fails(seeded: EventStore, capsys: 
     last = seeded.read_branch(BranchRef("demo", "main"))[-1]
     assert last.type == "BacktestCompleted" and last.payload["passed"] is False
     assert last.payload["figures"]["ordering_violations_introduced"] == 3
+
+
+def test_a_branch_can_go_back_to_an_earlier_harness(seeded: EventStore, capsys: pytest.CaptureFixture[str]) -> None:
+    from evotrainer.harness.versions import branch_harness
+
+    main_ref = BranchRef("demo", "main")
+    assert main("harness", "record", "demo/main") == 0
+    default = branch_harness(seeded, main_ref).address
+    assert main("harness", "record", "demo/main", "--spec", '{"grpo": {"temperature": 1.2}}') == 0
+    assert branch_harness(seeded, main_ref).address != default
+    assert main("harness", "record", "demo/main") == 0  # the rollback: A -> B -> A
+    back = branch_harness(seeded, main_ref)
+    assert back.address == default and types(seeded).count("HarnessVersioned") == 3
+    assert main("harness", "record", "demo/main") == 2  # already there: refused, nothing written
+    assert "already runs under harness" in capsys.readouterr().err
+    assert types(seeded).count("HarnessVersioned") == 3

@@ -41,6 +41,16 @@ def test_a_mapping_value_that_changes_several_leaves_is_refused() -> None:
         design_intervention(HarnessSpec(), {"rewards.weights": {"correctness": 2.0, "format": 1.0}}, hypothesis="h")
 
 
+def test_filling_an_empty_mapping_counts_each_leaf() -> None:
+    base = HarnessSpec()
+    params = "diagnostics.dead_group_ratio.params"
+    assert base.get_field(params) == {}
+    with pytest.raises(MultiFieldInterventionError, match=f"{params}.a, {params}.b"):
+        design_intervention(base, {params: {"a": 1.0, "b": 2.0}}, hypothesis="h")
+    one = design_intervention(base, {params: {"a": 1.0}}, hypothesis="h").event
+    assert one.field == params
+
+
 def test_other_refusals() -> None:
     base = HarnessSpec()
     with pytest.raises(UsageError, match="changes nothing"):
