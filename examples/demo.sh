@@ -11,11 +11,15 @@ ev() { echo "\$ evotrainer $*"; .venv/bin/evotrainer "$@" 2> >(grep -v -e Warnin
 x="demo-$(date +%H%M%S)"
 
 ev experiment create "$x" --domain math --description "evotrainer demo" > /dev/null
-ev train "$x/main" --steps 20 --seed 0
+ev harness record "$x/main"
+ev train "$x/main"
 ev evaluate "$x/main" --k 4 --tasks 32
-ev events append "$x/main" --type InterventionProposed --payload '{"intervention_id": "lr-up", "field": "grpo.learning_rate", "old_value": 0.001, "new_value": 0.003, "hypothesis": "if the learning rate triples, Avg@4 rises because 20 steps barely move a 1M-parameter policy", "frozen_fields": ["grpo.temperature", "rewards.weights"], "success_criterion": "Avg@4 up by 0.02 or more", "rollback_plan": "keep main; record lr-up as negative evidence"}' > /dev/null
-ev fork "$x/main" lr-up --reason "intervention lr-up"
-ev train "$x/lr-up" --steps 20 --seed 0 --learning-rate 0.003
+ev propose "$x/main" --set grpo.learning_rate=0.003 --id lr-up --criterion "avg_at_k_gain >= 0.02" \
+  --hypothesis "if the learning rate triples, Avg@4 rises because 20 steps barely move a 1M-parameter policy"
+ev fork "$x/main" lr-up --reason "intervention lr-up" > /dev/null
+ev harness record "$x/lr-up" --spec '{"grpo": {"learning_rate": 0.003}}'
+ev harness diff "$x/main" "$x/lr-up"
+ev train "$x/lr-up"
 ev evaluate "$x/lr-up" --k 4 --tasks 32
 ev diagnose "$x/lr-up"
 base=$(.venv/bin/evotrainer sql "SELECT avg_at_k FROM projections.evaluations WHERE experiment = '$x' AND branch = 'main'" --csv | tail -1)

@@ -13,7 +13,10 @@ from tests.test_cli import run
 @pytest.mark.slow
 def test_train_then_evaluate_records_events_and_artifacts(cli_env: dict[str, str]) -> None:
     assert run(cli_env, "experiment", "create", "t").returncode == 0
-    trained = run(cli_env, "train", "t/main", "--steps", "2", "--group-size", "4", "--json")
+    recorded = run(cli_env, "harness", "record", "t/main", "--spec", '{"grpo": {"max_steps": 2, "num_generations": 4}}')
+    assert recorded.returncode == 0, recorded.stderr
+    harness = recorded.stdout.split()[1]
+    trained = run(cli_env, "train", "t/main", "--json")  # every setting from the branch's harness
     assert trained.returncode == 0, trained.stderr
     events = json.loads(trained.stdout)
     assert [e["type"] for e in events] == [
@@ -25,12 +28,18 @@ def test_train_then_evaluate_records_events_and_artifacts(cli_env: dict[str, str
     assert completed["outputs"]["policy_sha256"] == policy["policy_sha256"]
     assert policy["parent_sha256"] == base["policy_sha256"] == training["base_policy_sha256"]
     assert rollouts["evidence_sha256"] == training["evidence_sha256"]
+    assert training["harness_hash"] == rollouts["harness_hash"] == harness and training["steps"] == 2
     assert rollouts["summary"]["completions"] == 2 * 4 * 4
+
+    overridden = json.loads(run(cli_env, "train", "t/main", "--steps", "1", "--json").stdout)
+    again = next(e["payload"] for e in overridden if e["type"] == "TrainingCompleted")
+    assert again["steps"] == 1 and again["harness_hash"] is None  # not the harness's settings any more
+    assert again["base_policy_sha256"] == policy["policy_sha256"]  # 'latest' continues from the trained one
 
     evaluated = run(cli_env, "evaluate", "t/main", "--k", "2", "--tasks", "4", "--json")
     assert evaluated.returncode == 0, evaluated.stderr
     evaluation = next(e["payload"] for e in json.loads(evaluated.stdout) if e["type"] == "EvaluationRecorded")
-    assert evaluation["policy_sha256"] == policy["policy_sha256"]  # 'latest' is the trained checkpoint
+    assert evaluation["policy_sha256"] == again["policy_sha256"]  # 'latest' is the newest checkpoint
     assert run(cli_env, "audit", "--artifacts").returncode == 0
 
     evidence = next(Path(cli_env["EVOTRAINER_HOME"], "artifacts", "objects").rglob(rollouts["evidence_sha256"][2:]))

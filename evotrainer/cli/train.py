@@ -54,24 +54,30 @@ def train_command(
     policy: str = typer.Option(
         "latest", help="'latest' (the branch's newest checkpoint, else tiny), tiny, smollm2, hf:DIR or a sha256."
     ),
-    steps: int = typer.Option(20, help="Optimizer steps."),
-    seed: int = typer.Option(0, help="Seed of sampling, data order and initialisation."),
-    learning_rate: float = typer.Option(1e-3, help="AdamW learning rate."),
-    group_size: int = typer.Option(8, help="Completions per prompt."),
-    prompts_per_step: int = typer.Option(4, help="Prompt groups per step."),
+    steps: int = typer.Option(None, help="Optimizer steps (default: the branch harness's grpo.max_steps)."),
+    seed: int = typer.Option(None, help="Seed of sampling, data order and initialisation (default: grpo.seed)."),
+    learning_rate: float = typer.Option(None, help="AdamW learning rate (default: grpo.learning_rate)."),
+    group_size: int = typer.Option(None, help="Completions per prompt (default: grpo.num_generations)."),
+    prompts_per_step: int = typer.Option(None, help="Prompt groups per step (default: grpo.prompts_per_step)."),
     as_json: bool = typer.Option(False, "--json", help="Print the task's events as JSON."),
 ) -> None:
-    """Request a GRPO run of the branch's policy (a `train` task) and, without a broker, run it here."""
+    """Request a GRPO run of the branch's policy under the branch's harness (a `train` task)
+    and, without a broker, run it here. Options override single settings for this run."""
+    from evotrainer.harness.versions import branch_harness
     from evotrainer.training.task import training_request
+
+    given = {"max_steps": steps, "seed": seed, "learning_rate": learning_rate,
+             "num_generations": group_size, "prompts_per_step": prompts_per_step}  # fmt: skip
+    overrides = {k: v for k, v in given.items() if v is not None}
 
     def inputs(store: EventStore, branch: BranchRef) -> dict[str, object]:
         start = latest_policy(store, branch) if policy == "latest" else policy
-        settings = {
-            "max_steps": steps, "seed": seed, "learning_rate": learning_rate,
-            "num_generations": group_size, "prompts_per_step": prompts_per_step,
-        }
+        harness = branch_harness(store, branch)
+        settings = harness.spec.to_grpo_settings(**overrides).to_dict()
         request = training_request({"domain": domain, "policy": start or "tiny", "settings": settings})
-        return request.to_dict()
+        # The run is recorded as under the harness only when nothing overrode it.
+        exact = harness.recorded_seq is not None and not overrides
+        return {**request.to_dict(), "harness_hash": harness.address if exact else None}
 
     _run_task(ref, "train", inputs, domain, as_json)
 

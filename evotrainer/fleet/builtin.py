@@ -17,10 +17,13 @@ def _key(request: TaskRequest) -> str:
 
 @register_kind("train", queue="train")
 def train(request: TaskRequest) -> TaskResult:
-    """inputs: a TrainingRequest as JSON (domain, policy, settings, train_tasks, data_seed)."""
+    """inputs: a TrainingRequest as JSON (domain, policy, settings, train_tasks, data_seed), and
+    optionally the harness_hash the settings were taken from."""
     from evotrainer.training.task import run_training_task
 
-    events = run_training_task(dict(request.inputs), key=_key(request))
+    inputs = dict(request.inputs)
+    harness_hash = inputs.pop("harness_hash", None)
+    events = run_training_task(inputs, key=_key(request), harness_hash=harness_hash)
     policy = next(e.payload["policy_sha256"] for e in reversed(events) if e.type == "PolicyCheckpointed")
     return TaskResult(events=events, outputs={"policy_sha256": policy})
 
