@@ -185,8 +185,7 @@ def _already_closed(attempt: int) -> Outcome:
     return Outcome("skipped", attempt, "another attempt already recorded the outcome")
 
 
-def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: str, exc: BaseException,
-                   retryable: bool = False) -> Outcome:
+def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: str, exc: BaseException) -> Outcome:
     """Append TaskFailed for `exc` (class, message, traceback) and close the task."""
     message = str(exc) or repr(exc)
     if isinstance(exc, InvalidPayloadError):
@@ -197,7 +196,7 @@ def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: 
         error_class = f"{type(exc).__module__}.{error_class}"
     task_id = event.payload.get("task_id") or event.event_id
     failed = TaskFailed(task_id=task_id, worker=worker, attempt=max(attempt, 1), error_class=error_class,
-                        message=message, traceback=tb, retryable=retryable)
+                        message=message, traceback=tb, retryable=False)
     return _append_failure(store, event, failed, attempt)
 
 

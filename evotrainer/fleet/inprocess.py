@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.errors import TransientTaskError
@@ -37,7 +37,7 @@ class LocalQueue:
 
 
 def run_in_process(store: EventStore, cfg: FleetConfig | None = None,
-                   stop: threading.Event | None = None, on_idle: Callable[[], None] | None = None) -> list[Outcome]:
+                   stop: threading.Event | None = None) -> list[Outcome]:
     """Execute requested tasks until none is due (or, with `stop`, until it is set)."""
     # Nothing published here is in a broker: a hand-off not run yet is due again at once.
     cfg = dataclasses.replace(cfg or FleetConfig(), republish_after_s=0.0, broker_url=None)
@@ -55,8 +55,6 @@ def run_in_process(store: EventStore, cfg: FleetConfig | None = None,
                 if stop is None:
                     time.sleep(cfg.poll_s)
                     continue
-                if on_idle:
-                    on_idle()
                 dispatcher.wait(stop)
                 continue
             batch, queue.items = queue.items, []

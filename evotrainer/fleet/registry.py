@@ -74,14 +74,14 @@ _loaded = False
 
 
 def register_kind(
-    kind: str, queue: str, inputs: type[BaseModel] | None = None, replace: bool = False
+    kind: str, queue: str, inputs: type[BaseModel] | None = None
 ) -> Callable[[TaskFunction], TaskFunction]:
     """Decorator: run `function` for requests of `kind`, routed to `queue`."""
     if queue not in QUEUES:
         raise ValueError(f"queue {queue!r} is not one of the fleet's queues {QUEUES}")
 
     def decorate(function: TaskFunction) -> TaskFunction:
-        if kind in _kinds and not replace and _kinds[kind].function is not function:
+        if kind in _kinds and _kinds[kind].function is not function:
             raise ValueError(f"task kind {kind!r} is registered twice")
         _kinds[kind] = TaskKindSpec(kind, function, queue, inputs)
         return function

@@ -13,7 +13,6 @@ from evotrainer.training.smollm2 import convert_smollm2; print(convert_smollm2(o
 from __future__ import annotations
 
 import importlib.util
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,7 +54,7 @@ def is_smollm2_available() -> bool:
 def convert_smollm2(store: ArtifactStore) -> PolicyCheckpoint:
     """The SmolLM2 checkpoint's hash, converting the GGUF on first use."""
     from evotrainer.training.environment import offline
-    from evotrainer.training.policies import _describe
+    from evotrainer.training.policies import _describe, save_checkpoint
 
     offline()
     source = gguf_path()
@@ -86,10 +85,6 @@ def convert_smollm2(store: ArtifactStore) -> PolicyCheckpoint:
     model.load_state_dict(loaded.state_dict(), strict=True)
     model.generation_config = loaded.generation_config
     del loaded
-    with tempfile.TemporaryDirectory(prefix="evotrainer-smollm2-") as tmp:
-        out = Path(tmp) / "policy"
-        model.save_pretrained(out)
-        tokenizer.save_pretrained(out)
-        sha = store.put_dir(out)
+    sha, _size = save_checkpoint(model, tokenizer, store)
     store.set_ref(ref, sha)
     return _describe(sha, "smollm2", store, source=str(source), created=True, details={"gguf": source.name})
