@@ -90,7 +90,7 @@ def summarize(records: Sequence[RolloutRecord], min_group_std: float) -> dict[st
     groups: dict[int, list[float]] = {}
     for r in records:
         groups.setdefault(r.group, []).append(r.reward)
-    dead = sum(1 for rewards in groups.values() if population_std(rewards) < min_group_std)
+    dead = sum(1 for rewards in groups.values() if is_dead_group(rewards, min_group_std))
     return {
         "completions": len(records),
         "groups": len(groups),
@@ -101,6 +101,23 @@ def summarize(records: Sequence[RolloutRecord], min_group_std: float) -> dict[st
     }
 
 
-def population_std(values: Sequence[float]) -> float:
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+def group_spread(rewards: Sequence[float]) -> float:
+    """Population std of a prompt group's rewards: the spread GRPO's advantages come from.
+
+    The NaN rule, the one place it is decided: a reward that is not finite (NaN, or null
+    in the JSONL) is an unscored rollout and is left out, as TRL leaves it out of the
+    group's mean and std and gives it advantage 0. A group with fewer than two scored
+    rewards has no spread (0.0), so it is dead.
+    """
+    scored = [float(v) for v in rewards if math.isfinite(v)]
+    if len(scored) < 2:
+        return 0.0
+    mean = sum(scored) / len(scored)
+    return math.sqrt(max(sum((v - mean) ** 2 for v in scored) / len(scored), 0.0))
+
+
+def is_dead_group(rewards: Sequence[float], min_std: float) -> bool:
+    """A group GRPO learns nothing from: its rewards' spread is below `min_std` (the
+    harness's filters.min_group_std). Diagnostics, backtests, the trainer's group filter
+    and `summarize` all call a group dead through this one test."""
+    return group_spread(rewards) < min_std

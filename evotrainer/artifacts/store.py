@@ -158,22 +158,32 @@ class ArtifactStore:
 
     def is_dir(self, sha256: str) -> bool:
         """True when the artifact is a directory manifest (any other bytes are a blob)."""
+        return self._members(sha256) is not None
+
+    def _members(self, sha256: str) -> list[tuple[str, int, str]] | None:
+        """A directory's members from one verified read of its manifest; None for a blob,
+        told by its first bytes without reading the rest (a blob can be a checkpoint)."""
         with self.open(sha256) as f:
-            if f.read(len(MANIFEST_MARK)) != MANIFEST_MARK:
-                return False
-        return _parse_manifest(self.get(sha256)) is not None
+            head = f.read(len(MANIFEST_MARK))
+            if head != MANIFEST_MARK:
+                return None
+            data = head + f.read()
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != sha256:
+            raise ArtifactCorruptError(sha256, actual, self.location)
+        return _parse_manifest(data)
 
     def manifest(self, sha256: str) -> list[tuple[str, int, str]]:
         """The (path, size, sha256) members of a directory artifact."""
-        members = _parse_manifest(self.get(sha256))
+        members = self._members(sha256)
         if members is None:
             raise NotADirectoryError(f"artifact {sha256} is a blob, not a directory")
         return members
 
     def stat(self, sha256: str) -> ArtifactInfo:
         """Size and kind of a stored artifact, for the `artifacts` table."""
-        if self.is_dir(sha256):
-            members = self.manifest(sha256)
+        members = self._members(sha256)
+        if members is not None:
             return ArtifactInfo(sha256, sum(s for _, s, _ in members), "dir", len(members))
         return ArtifactInfo(sha256, self.backend.size(_rel(sha256)), "blob")
 
@@ -188,15 +198,15 @@ class ArtifactStore:
             if not isinstance(self.backend, LocalBackend):
                 raise ValueError("checkout from a remote store needs an explicit local `dest` directory")
             final = self.backend.root / "checkouts" / sha256
-            if final.is_dir():
-                # The cache is outside the content-addressed objects, so nothing else
-                # guards it: re-hash it, and rebuild it from the objects if it drifted.
-                if self._checkout_intact(final, self.manifest(sha256)):
-                    return final
-                shutil.rmtree(final)
         else:
             final = Path(dest)
         members = self.manifest(sha256)
+        if dest is None and final.is_dir():
+            # The cache is outside the content-addressed objects, so nothing else
+            # guards it: re-hash it, and rebuild it from the objects if it drifted.
+            if self._checkout_intact(final, members):
+                return final
+            shutil.rmtree(final)
         tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         for rel, _size, member in members:
@@ -238,13 +248,18 @@ class ArtifactStore:
             digest = hashlib.sha256()
             head = f.read(len(MANIFEST_MARK))
             digest.update(head)
+            # What may be a manifest is kept as it is hashed, so its members come from the
+            # bytes just verified rather than from a second read that could differ.
+            kept = [head] if head == MANIFEST_MARK else None
             for chunk in iter(lambda: f.read(_CHUNK), b""):
                 digest.update(chunk)
+                if kept is not None:
+                    kept.append(chunk)
         if digest.hexdigest() != sha256:
             raise ArtifactCorruptError(sha256, digest.hexdigest(), self.location)
-        if head == MANIFEST_MARK and self.is_dir(sha256):
-            for _path, _size, member in self.manifest(sha256):
-                self.check(member)
+        members = _parse_manifest(b"".join(kept)) if kept is not None else None
+        for _path, _size, member in members or ():
+            self.check(member)
 
     def verify(self, sha256: str) -> bool:
         """True when the artifact is present and intact (members included)."""

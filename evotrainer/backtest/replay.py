@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evotrainer.errors import UsageError
-from evotrainer.evidence import RolloutRecord
+from evotrainer.evidence import RolloutRecord, is_dead_group
 from evotrainer.harness.intervention import FILTER_FIELDS, LENGTH_FIELDS, REWARD_PREFIX
 from evotrainer.harness.spec import HarnessSpec
 
@@ -44,11 +44,6 @@ def backtest_kind(field: str) -> str:
     )
 
 
-def _std(values: Sequence[float]) -> float:
-    m = sum(values) / len(values)
-    return math.sqrt(max(sum((v - m) ** 2 for v in values) / len(values), 0.0))
-
-
 def _groups(records: Sequence[RolloutRecord]) -> dict[int, list[int]]:
     groups: dict[int, list[int]] = {}
     for i, r in enumerate(records):
@@ -59,11 +54,13 @@ def _groups(records: Sequence[RolloutRecord]) -> dict[int, list[int]]:
 def rescore(
     records: Sequence[RolloutRecord], weights: Mapping[str, float], score_missing: ScoreMissing | None = None
 ) -> list[float]:
-    """The reward each rollout would have had under `weights` (unscorable components count 0)."""
+    """The reward each rollout would have had under `weights`, summed as TRL sums reward
+    functions: an unscorable (NaN) component counts 0, and a rollout with no scorable
+    component is itself unscored (NaN), which the dead-group test then leaves out."""
     items = [(c, w) for c, w in sorted(weights.items()) if w != 0]
     out = []
     for r in records:
-        total = 0.0
+        total, scored = 0.0, not items
         for c, w in items:
             v = r.rewards.get(c)
             if v is None:
@@ -74,7 +71,8 @@ def rescore(
                 v = score_missing(r, c)
             if not math.isnan(v):
                 total += w * v
-        out.append(total)
+                scored = True
+        out.append(total if scored else math.nan)
     return out
 
 
@@ -97,8 +95,8 @@ def reward_backtest(records: Sequence[RolloutRecord], base: HarnessSpec, candida
     truth = [r.rewards.get(truth_name, math.nan) for r in records]
     truth = [0.0 if v is None or math.isnan(v) else v for v in truth]
     groups = _groups(records)
-    dead_before = {g for g, idx in groups.items() if _std([before[i] for i in idx]) < min_std}
-    dead_after = {g for g, idx in groups.items() if _std([after[i] for i in idx]) < min_std}
+    dead_before = {g for g, idx in groups.items() if is_dead_group([before[i] for i in idx], min_std)}
+    dead_after = {g for g, idx in groups.items() if is_dead_group([after[i] for i in idx], min_std)}
     v_before: set[tuple[int, int]] = set()
     v_after: set[tuple[int, int]] = set()
     for idx in groups.values():
@@ -142,7 +140,7 @@ def filter_backtest(records: Sequence[RolloutRecord], base: HarnessSpec, candida
         groups = _groups(records)
         kept = useful = 0
         for idx in groups.values():
-            dead = _std([records[i].reward for i in idx]) < spec.filters.min_group_std
+            dead = is_dead_group([records[i].reward for i in idx], spec.filters.min_group_std)
             if spec.filters.drop_zero_variance_groups and dead:
                 continue
             kept += len(idx)

@@ -28,7 +28,7 @@ from evotrainer.harness.criterion import Verdict, check_criterion
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import spec_of
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, NewEvent
+from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,9 @@ class BacktestRun:
         return [NewEvent.of(self.event(), idempotency_key=key)]
 
 
-def find_intervention(store: EventStore, branch: BranchRef, intervention_id: str) -> tuple[InterventionProposed,
-                                                                                           HarnessSpec]:  # fmt: skip
-    """The proposal and its base harness, both from the branch's history."""
-    history = store.read_branch(branch)
+def find_intervention(history: list[StoredEvent], branch: BranchRef,
+                      intervention_id: str) -> tuple[InterventionProposed, HarnessSpec]:  # fmt: skip
+    """The proposal and its base harness, both from the branch's history (read by the caller)."""
     proposals = [e for e in history if e.type == "InterventionProposed"
                  and e.payload["intervention_id"] == intervention_id]  # fmt: skip
     if not proposals:
@@ -95,10 +94,12 @@ def run_intervention_backtest(
     store: EventStore, branch: BranchRef, intervention_id: str, evidence: str | None = None,
     artifacts: ArtifactStore | None = None, score_missing: ScoreMissing | None = None,
 ) -> BacktestRun:  # fmt: skip
-    proposal, base = find_intervention(store, branch, intervention_id)
+    # One read of the branch serves the proposal, its base harness and the evidence.
+    history = store.read_branch(branch)
+    proposal, base = find_intervention(history, branch, intervention_id)
     kind = backtest_kind(proposal.field)
     candidate = base.with_field(proposal.field, proposal.new_value)
-    found = branch_evidence(store, branch, evidence, artifacts)
+    found = branch_evidence(history, branch, evidence, artifacts)
     started = time.perf_counter()
     figures = run_backtest(kind, found.records, base, candidate, score_missing)
     seconds = time.perf_counter() - started

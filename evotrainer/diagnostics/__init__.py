@@ -23,7 +23,14 @@ from evotrainer.diagnostics.registry import (
     analyzer,
     available_analyzers,
 )
-from evotrainer.diagnostics.revision import LabelledRun, Revision, labelled_runs, retro_validate, revision_events
+from evotrainer.diagnostics.revision import (
+    LabelledRun,
+    Revision,
+    labelled_runs,
+    retro_validate,
+    revise,
+    revision_events,
+)
 from evotrainer.diagnostics.rules import RULES, Condition, conditions
 
 __all__ = [
@@ -49,5 +56,6 @@ __all__ = [
     "grade",
     "labelled_runs",
     "retro_validate",
+    "revise",
     "revision_events",
 ]

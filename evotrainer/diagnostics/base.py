@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from evotrainer.events import Finding
-from evotrainer.evidence import RolloutRecord
+from evotrainer.evidence import RolloutRecord, group_spread, is_dead_group
 from evotrainer.harness.spec import AnalyzerSettings
 
 Layer = Literal["score", "signal", "behaviour"]
@@ -87,10 +87,11 @@ class EvidenceView:
 
     @cached_property
     def group_std(self) -> dict[int, float]:
-        return {g: pstdev([self.rewards[i] for i in idx]) for g, idx in self.groups.items()}
+        return {g: group_spread([self.rewards[i] for i in idx]) for g, idx in self.groups.items()}
 
     def dead_groups(self, min_std: float) -> list[int]:
-        return [g for g, std in self.group_std.items() if std < min_std]
+        """Groups GRPO learns nothing from, by the one test the backtests and trainer use too."""
+        return [g for g, idx in self.groups.items() if is_dead_group([self.rewards[i] for i in idx], min_std)]
 
     def halves(self) -> tuple[list[int], list[int]] | None:
         """Rollouts of the earlier and the later half of the steps (None with one step):
@@ -146,14 +147,6 @@ def _finite(x: float) -> float:
 def mean(values: Sequence[float]) -> float:
     vals = [v for v in values if not math.isnan(v)]
     return sum(vals) / len(vals) if vals else math.nan
-
-
-def pstdev(values: Sequence[float]) -> float:
-    vals = [v for v in values if not math.isnan(v)]
-    if len(vals) < 2:
-        return 0.0
-    m = sum(vals) / len(vals)
-    return math.sqrt(max(sum((v - m) ** 2 for v in vals) / len(vals), 0.0))
 
 
 def correlation(xs: Sequence[float], ys: Sequence[float]) -> float:

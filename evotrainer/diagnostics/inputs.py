@@ -14,7 +14,7 @@ from evotrainer.errors import NotFoundError
 from evotrainer.evidence import RolloutRecord, from_jsonl
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, StoredEvent
+from evotrainer.store import StoredEvent
 
 EVIDENCE_EVENTS = ("RolloutsRecorded", "TrainingCompleted")
 _EVIDENCE_KEYS = ("evidence_sha256", "evidence")
@@ -53,10 +53,11 @@ def read_evidence(sha256: str, artifacts: ArtifactStore | None = None) -> list[R
 
 
 def branch_evidence(
-    store: EventStore, ref: BranchRef, evidence: str | None = None, artifacts: ArtifactStore | None = None
+    history: list[StoredEvent], ref: BranchRef, evidence: str | None = None, artifacts: ArtifactStore | None = None
 ) -> BranchEvidence:
-    """The branch's latest evidence (or the one named, which must be on the branch)."""
-    runs = evidence_events(store.read_branch(ref))
+    """The latest evidence in the history of branch `ref` (or the one named, which must be
+    in it). The caller reads the history once and hands it to each of these readers."""
+    runs = evidence_events(history)
     if evidence is not None:
         runs = [e for e in runs if (evidence_of(e) or "").startswith(evidence)]
     if not runs:
@@ -67,10 +68,11 @@ def branch_evidence(
     return BranchEvidence(sha, read_evidence(sha, artifacts), event.seq)
 
 
-def branch_evaluations(store: EventStore, ref: BranchRef) -> list[Evaluation]:
+def branch_evaluations(history: list[StoredEvent]) -> list[Evaluation]:
+    """The EvaluationRecorded events of a branch history, oldest first."""
     return [
         Evaluation(str(e.payload.get("policy_sha256", "")), float(e.payload["avg_at_k"]), int(e.payload["k"]), e.seq)
-        for e in store.read_branch(ref)
+        for e in history
         if e.type == "EvaluationRecorded"
     ]
 

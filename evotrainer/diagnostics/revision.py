@@ -9,6 +9,9 @@ It is accepted when it flags bad runs and spares good ones well enough:
 
 at least the harness's `revision.min_balanced_accuracy`, with at least
 `revision.min_runs_per_label` runs of each label. The figures go into DiagnosticRevised.
+
+    events = revise(store, BranchRef.parse("demo/main"), LeakRate(), AnalyzerSettings(warning=0.1))
+    store.append(BranchRef.parse("demo/main"), events)
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from evotrainer.diagnostics.inputs import diagnosis_input, evidence_events, evid
 from evotrainer.events import DiagnosticRevised
 from evotrainer.evidence import RolloutRecord
 from evotrainer.harness.spec import AnalyzerSettings, HarnessSpec
+from evotrainer.harness.versions import branch_harness, versioned_event
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, NewEvent
+from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 
 @dataclass(frozen=True)
@@ -102,25 +106,50 @@ def retro_validate(
 
 
 def labelled_runs(store: EventStore, experiment: str, artifacts: ArtifactStore | None = None) -> list[LabelledRun]:
-    """Every judged candidate branch of an experiment with the evidence of its last run."""
-    runs: dict[str, LabelledRun] = {}
-    for info in store.branches(experiment):
-        for event in store.read_branch(info.ref):
-            if event.type != "PromotionDecided" or event.payload["candidate"] in runs:
+    """Every judged candidate branch of an experiment with the evidence of its last run
+    before the decision: its own run (evidence inherited from the parent is the parent's),
+    and not a later one (that was not what was judged). A candidate judged more than once
+    keeps its latest decision; one without a run of its own is left out."""
+    histories = {str(info.ref): store.read_branch(info.ref) for info in store.branches(experiment)}
+    # A fork inherits its parent's prefix, so one decision shows up in several histories;
+    # keyed by candidate and kept by global position, each counts once and the last wins.
+    decisions: dict[str, StoredEvent] = {}
+    for history in histories.values():
+        for event in history:
+            if event.type != "PromotionDecided":
                 continue
-            candidate = BranchRef.parse(event.payload["candidate"], allow_seq=False)
-            evidence = evidence_events(store.read_branch(candidate))
-            if evidence:
-                sha = evidence_of(evidence[-1]) or ""
-                good = event.payload["decision"] == "promoted"
-                runs[str(candidate)] = LabelledRun(str(candidate), read_evidence(sha, artifacts), good)
-    return [runs[k] for k in sorted(runs)]
+            earlier = decisions.get(event.payload["candidate"])
+            if earlier is None or earlier.global_position < event.global_position:
+                decisions[event.payload["candidate"]] = event
+    runs = []
+    for name, decision in sorted(decisions.items()):
+        candidate = BranchRef.parse(name, allow_seq=False)
+        history = histories.get(str(candidate)) or store.read_branch(candidate)
+        own = (candidate.experiment, candidate.branch)
+        judged = evidence_events([e for e in history if (e.experiment, e.branch) == own
+                                  and e.global_position < decision.global_position])  # fmt: skip
+        if judged:
+            sha = evidence_of(judged[-1]) or ""
+            good = decision.payload["decision"] == "promoted"
+            runs.append(LabelledRun(str(candidate), read_evidence(sha, artifacts), good))
+    return runs
+
+
+def revise(
+    store: EventStore, branch: BranchRef, analyzer: Analyzer, settings: AnalyzerSettings, gap: str = "",
+    artifacts: ArtifactStore | None = None,
+) -> list[NewEvent]:  # fmt: skip
+    """Retro-validate `analyzer` over the experiment's judged runs under the branch's
+    harness: the events to append to the branch (the default harness first when it has
+    none, DiagnosticRevised, and when accepted the HarnessVersioned that adds it)."""
+    harness = branch_harness(store, branch)
+    runs = labelled_runs(store, branch.experiment, artifacts)
+    revision = retro_validate(analyzer, settings, runs, harness.spec, gap)
+    return harness.unrecorded_default() + revision_events(revision, harness.address)
 
 
 def revision_events(revision: Revision, parent: str) -> list[NewEvent]:
     """DiagnosticRevised, and when accepted the harness version that includes the analyzer."""
-    from evotrainer.harness.versions import versioned_event
-
     e = revision.event
     key = f"revision:{e.analyzer}:{e.analyzer_version}:{parent}"
     out = [NewEvent.of(e, idempotency_key=key)]

@@ -100,7 +100,8 @@ class AdvantageHealth:
 
     def measure(self, data: DiagnosisInput, params: Mapping[str, float]) -> Measurement:
         view = data.evidence
-        live = [g for g, std in view.group_std.items() if std >= data.min_group_std]
+        dead = set(view.dead_groups(data.min_group_std))
+        live = [g for g in view.groups if g not in dead]
         if not live:
             return Measurement(None, message="no live groups to check")
         bad, examples = 0, []

@@ -18,7 +18,7 @@ from evotrainer.artifacts import ArtifactStore
 from evotrainer.diagnostics.diagnose import Diagnosis, diagnose
 from evotrainer.diagnostics.inputs import branch_evaluations, branch_evidence, diagnosis_input
 from evotrainer.errors import UsageError
-from evotrainer.harness.versions import BranchHarness, branch_harness
+from evotrainer.harness.versions import BranchHarness, harness_of
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 
@@ -51,9 +51,13 @@ def request_inputs(request: Mapping[str, Any]) -> Mapping[str, Any]:
 def run_diagnosis(
     store: EventStore, branch: BranchRef, evidence: str | None = None, artifacts: ArtifactStore | None = None
 ) -> DiagnosisRun:
-    harness = branch_harness(store, branch)
-    found = branch_evidence(store, branch, evidence, artifacts)
-    data = diagnosis_input(found.records, harness.spec, branch_evaluations(store, branch))
+    # One read of the branch for its harness, evidence and evaluations: a history is long
+    # (the inherited prefix included), and separate reads could straddle an append, pairing
+    # the evidence of one moment with the harness of another.
+    history = store.read_branch(branch)
+    harness = harness_of(history)
+    found = branch_evidence(history, branch, evidence, artifacts)
+    data = diagnosis_input(found.records, harness.spec, branch_evaluations(history))
     return DiagnosisRun(branch, harness, found.sha256, len(found.records), diagnose(data, harness.spec))
 
 

@@ -14,7 +14,7 @@ from evotrainer.errors import InvalidPayloadError
 from evotrainer.events import HarnessVersioned
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, NewEvent
+from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,13 @@ class BranchHarness:
 
 def branch_harness(store: EventStore, ref: BranchRef) -> BranchHarness:
     """The latest recorded harness of a branch (up to ref.seq), else the default spec."""
-    for event in reversed(store.read_branch(ref)):
+    return harness_of(store.read_branch(ref))
+
+
+def harness_of(history: Sequence[StoredEvent]) -> BranchHarness:
+    """The harness of an already read branch history (its latest HarnessVersioned), else
+    the default spec: for callers that read the history once for several things."""
+    for event in reversed(history):
         if event.type == "HarnessVersioned":
             return BranchHarness(spec_of(event.payload), event.payload["harness_hash"], event.seq)
     spec = HarnessSpec()

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from evotrainer.artifacts import ArtifactStore, open_store
-from evotrainer.evidence import RolloutRecord, population_std, summarize, to_jsonl
+from evotrainer.evidence import RolloutRecord, is_dead_group, summarize, to_jsonl
 from evotrainer.training.grpo_config import GRPOSettings, InvalidTrainingConfigError, TrainingRequest
 from evotrainer.training.results import TrainingResult
 
@@ -142,8 +142,8 @@ def _trainer_class() -> type:
             kept = [True] * len(totals)
             for start in range(0, len(totals), g):
                 group = totals[start : start + g]
-                # The same spread the evidence summary uses to call a group dead.
-                if s.drop_zero_variance_groups and population_std(group) < s.min_group_std:
+                # The same test the evidence summary, diagnostics and backtests use to call a group dead.
+                if s.drop_zero_variance_groups and is_dead_group(group, s.min_group_std):
                     kept[start : start + g] = [False] * len(group)
             if not all(kept):
                 # Excluding a group from the loss: its tokens leave the mask, and the token

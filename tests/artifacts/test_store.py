@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+from collections import Counter
 from pathlib import Path
+from typing import IO
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,11 +18,13 @@ from hypothesis import strategies as st
 
 from evotrainer.artifacts import (
     ArtifactCorruptError,
+    ArtifactInfo,
     ArtifactMissingError,
     ArtifactStore,
     InvalidArtifactIdError,
     open_store,
 )
+from evotrainer.artifacts.backends import LocalBackend
 from evotrainer.errors import EvotrainerError
 
 
@@ -114,6 +118,38 @@ def test_corrupt_member_of_directory_is_detected(store: ArtifactStore, tmp_path:
     with pytest.raises(ArtifactCorruptError):
         store.checkout(sha, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+class CountingBackend(LocalBackend):
+    """The real local backend, counting how often each object is opened for reading."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.opened: Counter[str] = Counter()
+
+    def open_read(self, rel: str) -> IO[bytes]:
+        self.opened[rel] += 1
+        return super().open_read(rel)
+
+
+def test_a_manifest_is_read_once_per_call(tmp_path: Path) -> None:
+    backend = CountingBackend(tmp_path / "arts")
+    store = ArtifactStore(backend)
+    _make_tree(tmp_path / "ckpt", {"w.bin": b"weights", "c.json": b"{}"})
+    sha = store.put_dir(tmp_path / "ckpt")
+    manifest = f"objects/{sha[:2]}/{sha[2:]}"
+    for call in (store.check, store.stat, store.manifest, store.is_dir):
+        backend.opened.clear()
+        call(sha)
+        assert backend.opened[manifest] == 1, call.__name__
+    assert store.stat(sha) == ArtifactInfo(sha, len(b"weights{}"), "dir", 2)
+    backend.opened.clear()
+    store.check(sha)
+    assert sorted(backend.opened.values()) == [1, 1, 1]  # the manifest and each member, once
+    (store.checkout(sha) / "w.bin").write_bytes(b"drifted")
+    backend.opened.clear()
+    assert (store.checkout(sha) / "w.bin").read_bytes() == b"weights"
+    assert backend.opened[manifest] == 1  # the rebuild uses the manifest the cache was checked against
 
 
 def test_refs_point_at_existing_artifacts(store: ArtifactStore) -> None:

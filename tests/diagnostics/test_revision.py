@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 
+from evotrainer.artifacts import open_store
 from evotrainer.diagnostics import (
     DiagnosisInput,
     EvidenceView,
@@ -16,11 +18,17 @@ from evotrainer.diagnostics import (
     Measurement,
     available_analyzers,
     diagnose,
+    labelled_runs,
     registry,
     retro_validate,
+    revise,
     revision_events,
 )
+from evotrainer.evidence import to_jsonl
 from evotrainer.harness import AnalyzerSettings, HarnessSpec
+from evotrainer.harness.versions import branch_harness
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, NewEvent
 from tests.diagnostics.builders import record
 
 
@@ -100,6 +108,44 @@ def test_thresholds_that_flag_good_runs_too_are_refused() -> None:
 def test_without_both_labels_nothing_is_accepted() -> None:
     revision = retro_validate(EmptyAnswerRate(), SETTINGS, [r for r in RUNS if not r.good], HarnessSpec())
     assert not revision.accepted and "needs at least 1 good" in revision.event.validation["reason"]
+
+
+def _record_run(store: EventStore, branch: BranchRef, sha: str) -> None:
+    store.append(branch, [NewEvent("RolloutsRecorded", {"evidence_sha256": sha, "policy_sha256": "b" * 64,
+                                                        "base_policy_sha256": "b" * 64})])  # fmt: skip
+
+
+def _decide(store: EventStore, main: BranchRef, candidate: str, decision: str) -> None:
+    store.append(main, [NewEvent("PromotionDecided", {"candidate": f"demo/{candidate}", "decision": decision})])
+
+
+def test_judged_branches_in_the_store_retro_validate_an_analyzer(store: EventStore, tmp_path: Path) -> None:
+    artifacts = open_store(tmp_path / "arts")
+    sha = {r.name: artifacts.put_bytes(to_jsonl(r.records)) for r in RUNS}
+    main = BranchRef("demo", "main")
+    store.create_experiment("demo")
+    _record_run(store, main, sha["v1"])  # inherited by every fork; v1's own run has the same bytes
+    store.fork(main, "idle")  # judged, but never ran: left out
+    _decide(store, main, "idle", "rejected")
+    for r in RUNS:
+        store.fork(main, r.name)  # later forks inherit the earlier decisions on main
+        _record_run(store, BranchRef("demo", r.name), sha[r.name])
+        _decide(store, main, r.name, "promoted" if r.good or r.name == "v5" else "rejected")
+    _decide(store, main, "v5", "rejected")  # judged again: the latest decision counts
+    _record_run(store, BranchRef("demo", "v3"), sha["v1"])  # a run after its rejection was not judged
+
+    runs = labelled_runs(store, "demo", artifacts)
+    assert [(r.name, r.good) for r in runs] == [(f"demo/{r.name}", r.good) for r in RUNS]
+    assert [sum(not x.text for x in r.records) for r in runs] == [0, 1, 5, 6, 4]
+
+    events = revise(store, main, EmptyAnswerRate(), SETTINGS, gap="empty answers were not measured",
+                    artifacts=artifacts)  # fmt: skip
+    assert [e.type for e in events] == ["HarnessVersioned", "DiagnosticRevised", "HarnessVersioned"]
+    revised = events[1].payload
+    assert revised["accepted"] and revised["validation"]["balanced_accuracy"] == 1.0
+    assert [row["run"] for row in revised["validation"]["runs"]] == [f"demo/{r.name}" for r in RUNS]
+    store.append(main, events)
+    assert "empty_answer_rate" in branch_harness(store, main).spec.diagnostics
 
 
 class _FakeEntryPoint(EntryPoint):

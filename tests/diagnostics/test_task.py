@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from evotrainer.evidence import to_jsonl
 from evotrainer.harness import HarnessSpec, design_intervention
 from evotrainer.harness.versions import branch_harness, versioned_event
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, NewEvent
+from evotrainer.store import EventStore, NewEvent, StoredEvent
 from tests.backtest.test_replay import EVIDENCE
 
 MAIN = BranchRef("demo", "main")
@@ -44,3 +45,33 @@ def test_tasks_return_idempotent_events(store: EventStore, tmp_path: Path) -> No
     assert out[0].payload["evidence"] == sha
     with pytest.raises(UsageError, match="inputs.branch"):
         backtest_task(store, {"inputs": {}}, artifacts)
+
+
+def test_diagnose_and_backtest_read_the_branch_history_once(
+    store: EventStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    artifacts = open_store(tmp_path / "arts")
+    sha = artifacts.put_bytes(to_jsonl(EVIDENCE))
+    store.create_experiment("demo", {"domain": "math"})
+    proposal = design_intervention(HarnessSpec(), {"rewards.weights.format": 0.5}, hypothesis="h").event
+    store.append(MAIN, [versioned_event(HarnessSpec()), NewEvent.of(proposal),
+                        NewEvent("EvaluationRecorded", {"request": {}, "policy_sha256": "b" * 64, "metric": "avg@8",
+                                                        "avg_at_k": 0.3, "pass_at_k": 0.5, "k": 8, "problems": 32,
+                                                        "results_sha256": "c" * 64, "wall_seconds": 1.0}),
+                        NewEvent("RolloutsRecorded", {"evidence_sha256": sha, "policy_sha256": "b" * 64,
+                                                      "base_policy_sha256": "b" * 64})])  # fmt: skip
+    reads: list[BranchRef] = []
+    read_branch = store.read_branch
+
+    def counted(ref: BranchRef, *args: Any, **kwargs: Any) -> list[StoredEvent]:
+        reads.append(ref)
+        return read_branch(ref, *args, **kwargs)
+
+    monkeypatch.setattr(store, "read_branch", counted)  # the real read, counted
+    diagnosis = diagnose_task(store, {"branch": "demo/main"}, artifacts)
+    assert reads == [MAIN]
+    score = diagnosis[-1].payload["findings"][0]
+    assert (score["metric"], score["value"]) == ("avg_at_k", 0.0)  # the evaluation came from that one read
+    reads.clear()
+    backtest_task(store, {"branch": "demo/main", "intervention_id": proposal.intervention_id}, artifacts)
+    assert reads == [MAIN]
