@@ -6,6 +6,9 @@ payload, deleting, inserting or reordering events breaks the chain at the first 
 touched, and `audit` names it. A fork's first event must chain to the parent's event at
 the fork point, and its BranchForked payload must agree with the branch row.
 
+An event row whose branch does not exist is in no chain at all (the events table has no
+foreign key, see migration 0004); a whole-store audit names such rows too.
+
 What a chain cannot show by itself is the removal of a branch's newest events: the
 shortened chain is still valid. `anchors` (the head hashes `audit` reports) kept outside
 the database close that gap: `verify_anchors` proves each anchored head is still there.
@@ -69,6 +72,12 @@ SELECT seq, event_id::text, type, schema_version, payload::text, causation_id::t
   FROM events WHERE branch_id = %s ORDER BY seq
 """
 
+_ORPHAN_EVENTS = """
+SELECT e.branch_id, e.seq FROM events e
+ WHERE NOT EXISTS (SELECT 1 FROM branches b WHERE b.branch_id = e.branch_id)
+ ORDER BY e.branch_id, e.seq LIMIT 1
+"""
+
 
 def audit(store: EventStore, ref: BranchRef | None = None) -> AuditReport:
     """Verify the chains of one branch and its ancestors, or of every branch."""
@@ -85,6 +94,9 @@ def audit(store: EventStore, ref: BranchRef | None = None) -> AuditReport:
         report.events += count
         report.heads[branch] = head
         report.problems.extend(problems[:1])  # branches come oldest first: ancestors before forks
+    if ref is None:
+        for branch_id, seq in store.conn.execute(_ORPHAN_EVENTS):
+            report.problems.append(AuditProblem(f"(no branch {branch_id})", seq, "event belongs to no branch"))
     return report
 
 

@@ -3,7 +3,7 @@
 The hash of an event commits to its predecessor's hash, its place (experiment, branch,
 seq), its metadata and its payload. Payloads are stored as jsonb, and `audit` recomputes
 hashes from what Postgres gives back, so the canonical form must survive a jsonb round
-trip unchanged. Two kinds of number would not, and `normalize_payload` fixes or refuses
+trip unchanged. Two kinds of number would not, and `encode_payload` fixes or refuses
 them before anything is hashed or written:
 
 - -0.0 comes back as 0.0 (numeric has no negative zero): stored as 0.0.
@@ -62,41 +62,38 @@ def _normalize(value: Any, event_type: str, path: str) -> Any:
     raise InvalidPayloadError(event_type, f"{path} is a {type(value).__name__}, not a JSON value")
 
 
-def _needs_normalizing(payload: dict[str, Any]) -> bool:
-    """Cheap pre-check so ordinary payloads skip the rebuilding walk.
+def _may_change_in_jsonb(data: bytes) -> bool:
+    """Whether canonical bytes hold something jsonb gives back differently: -0.0, a float
+    of magnitude 1e16 or more (orjson writes exactly those with "e+"), or a NUL. False
+    positives only cost the slow path."""
+    return (
+        b"e+" in data or b"\\u0000" in data
+        or b"-0.0," in data or b"-0.0]" in data or b"-0.0}" in data
+    )
 
-    An explicit stack and exact type tests: this runs for every appended event.
+
+def encode_payload(event_type: str, payload: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The payload as it will read back from jsonb and its canonical bytes, or
+    InvalidPayloadError.
+
+    This runs for every appended event, so the common case is settled by C code: orjson
+    refuses what JSON cannot hold at all (non-string keys, integers beyond 64 bits, lone
+    surrogates); reading the bytes back and comparing catches values orjson would change
+    on the way (NaN and infinities become null, tuples and UUIDs become lists and strings);
+    `_may_change_in_jsonb` catches what only jsonb would change. Anything caught goes
+    through `_normalize`, which fixes it or names the offending field.
     """
-    stack: list[Any] = [payload]
-    while stack:
-        value = stack.pop()
-        kind = type(value)
-        if kind is str:
-            if "\x00" in value:
-                return True
-        elif kind is dict:
-            for key, item in value.items():
-                if type(key) is not str or "\x00" in key:
-                    return True
-                stack.append(item)
-        elif kind is float:
-            if value == 0.0 or not -_PLAIN_FLOAT_LIMIT < value < _PLAIN_FLOAT_LIMIT:
-                return True  # also true for nan, which compares false with everything
-        elif kind is int:
-            if not _INT_MIN <= value < _INT_END:
-                return True
-        elif kind is list:
-            stack.extend(value)
-        elif value is not None and kind is not bool:
-            return True
-    return False
-
-
-def normalize_payload(event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """The payload as it will read back from jsonb, or InvalidPayloadError."""
-    if _needs_normalizing(payload):
-        return _normalize(payload, event_type, "data")  # type: ignore[no-any-return]
-    return payload
+    try:
+        data = canonical_json(payload)
+    except orjson.JSONEncodeError:
+        data = None
+    if data is not None and not _may_change_in_jsonb(data) and orjson.loads(data) == payload:
+        return payload, data
+    normalized = _normalize(payload, event_type, "data")
+    try:
+        return normalized, canonical_json(normalized)
+    except orjson.JSONEncodeError as exc:
+        raise InvalidPayloadError(event_type, str(exc)) from None
 
 
 def canonical_json(value: Any) -> bytes:

@@ -17,11 +17,12 @@ import getpass
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from itertools import islice
+from typing import Any, NamedTuple
 
 import orjson
 import psycopg
@@ -32,7 +33,6 @@ from evotrainer.errors import (
     AlreadyExistsError,
     ConcurrencyError,
     DatabaseUnavailableError,
-    InvalidPayloadError,
     NotFoundError,
     UsageError,
 )
@@ -40,7 +40,7 @@ from evotrainer.events import latest_version, upcast
 from evotrainer.events.schemas import validate
 from evotrainer.refs import BranchRef, check_name
 from evotrainer.store import sql
-from evotrainer.store.encoding import GENESIS_HASH, canonical_json, event_hash, format_time, normalize_payload
+from evotrainer.store.encoding import GENESIS_HASH, encode_payload, event_hash, format_time
 from evotrainer.store.records import GlobalPosition, NewEvent, StoredEvent
 
 MAX_APPEND_ATTEMPTS = 20
@@ -69,15 +69,36 @@ class BranchInfo:
         return BranchRef(self.experiment, self.name)
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """An event validated and encoded once, before any transaction is opened."""
+CHUNK_EVENTS = 16
+"""Events per INSERT. A larger batch goes out as several INSERTs pipelined in one
+transaction, and each event is validated, encoded and hashed just before its chunk is
+sent: the server inserts one chunk while this process prepares the next, so the two
+halves of an append run on two cores at once instead of taking turns."""
+
+
+class _Prepared(NamedTuple):
+    """An event validated and encoded once (a tuple: this is built for every event)."""
 
     new: NewEvent
     version: int
     payload: dict[str, Any]
-    """As it will read back from jsonb (see encoding.normalize_payload)."""
+    """As it will read back from jsonb (see encoding.encode_payload)."""
     payload_json: bytes
+
+
+class _Batch:
+    """The events of one append, each prepared once, when it is first needed (a retry
+    after a lost race reuses the work)."""
+
+    def __init__(self, events: Sequence[NewEvent]) -> None:
+        self.events = events
+        self._prepared: list[_Prepared | None] = [None] * len(events)
+
+    def prepared(self, index: int) -> _Prepared:
+        done = self._prepared[index]
+        if done is None:
+            done = self._prepared[index] = prepare(self.events[index])
+        return done
 
 
 def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
@@ -93,22 +114,22 @@ def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
 def prepare(new: NewEvent) -> _Prepared:
     """Validate against the type's JSON Schema and fix the canonical bytes to be hashed."""
     version = latest_version(new.type)
-    payload = normalize_payload(new.type, new.payload) if isinstance(new.payload, dict) else new.payload
-    validate(new.type, version, payload)
+    validate(new.type, version, new.payload)  # also fills in the schema's defaults
+    payload, payload_json = encode_payload(new.type, new.payload)
     if new.idempotency_key is not None and not new.idempotency_key:
         raise UsageError("an idempotency key must not be empty")
-    for name in ("causation_id", "correlation_id"):
-        value = getattr(new, name)
-        if value is not None:
-            try:
-                uuid.UUID(value)
-            except (ValueError, TypeError, AttributeError):
-                raise UsageError(f"{name} must be a UUID, not {value!r}") from None
-    try:
-        payload_json = canonical_json(payload)
-    except orjson.JSONEncodeError as exc:
-        raise InvalidPayloadError(new.type, str(exc)) from None
+    if new.causation_id is not None:
+        _check_uuid("causation_id", new.causation_id)
+    if new.correlation_id is not None:
+        _check_uuid("correlation_id", new.correlation_id)
     return _Prepared(new, version, payload, payload_json)
+
+
+def _check_uuid(name: str, value: Any) -> None:
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        raise UsageError(f"{name} must be a UUID, not {value!r}") from None
 
 
 class EventStore:
@@ -262,14 +283,18 @@ class EventStore:
         keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
         if len(keys) != len(set(keys)):
             raise UsageError("a batch repeats an idempotency key")
-        prepared = [prepare(e) for e in events]
+        batch = _Batch(events)
+        for index in range(min(len(events), CHUNK_EVENTS)):
+            batch.prepared(index)  # a bad event in a small batch is refused before any statement
         info = self.branch(ref.branch_ref)
         # Only a transaction we own is known to commit; inside a caller's it may roll back.
         owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         for _ in range(MAX_APPEND_ATTEMPTS):
             try:
-                with self.conn.transaction():
-                    stored, new_head = self._append_in_transaction(info, prepared, expected_seq)
+                # In pipeline mode BEGIN, the INSERTs and COMMIT travel without waiting on
+                # each other; only lookups whose answer is needed (keys, head) wait.
+                with self.conn.pipeline(), self.conn.transaction():
+                    stored, new_head = self._append_in_transaction(info, batch, expected_seq)
                 if owns_transaction and new_head is not None:
                     self._heads[info.branch_id] = new_head
                 elif new_head is not None:
@@ -287,18 +312,18 @@ class EventStore:
         raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, self.head(ref.branch_ref)[0])
 
     def _append_in_transaction(
-        self, info: BranchInfo, prepared: list[_Prepared], expected_seq: int | None
+        self, info: BranchInfo, batch: _Batch, expected_seq: int | None
     ) -> tuple[list[StoredEvent], tuple[int, str] | None]:
         """The events as stored, and the new head if anything was inserted."""
+        events = batch.events
         existing: dict[str, StoredEvent] = {}
-        keys = [p.new.idempotency_key for p in prepared if p.new.idempotency_key is not None]
+        keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
         if keys:
-            for row in self.conn.execute(sql.EXISTING_KEYS, (info.branch_id, keys)):
+            for row in self.conn.execute(sql.EXISTING_KEYS, (info.branch_id, keys)).fetchall():
                 event = row_to_event(row)
                 existing[event.idempotency_key] = event  # type: ignore[index]
-        fresh = [p for p in prepared if p.new.idempotency_key not in existing]
-        stored: dict[int, StoredEvent] = {}  # by id() of the prepared event
-        new_head = None
+        fresh = [i for i, e in enumerate(events) if e.idempotency_key not in existing]
+        inserted: list[StoredEvent] = []
         if fresh:
             cached = self._heads.get(info.branch_id)
             if cached is not None and (expected_seq is None or cached[0] == expected_seq):
@@ -308,52 +333,63 @@ class EventStore:
                 head_seq, head_hash = (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
             if expected_seq is not None and head_seq != expected_seq:
                 raise ConcurrencyError(str(info.ref), expected_seq, head_seq)
-            inserted = self._insert(info, fresh, head_seq, head_hash)
-            stored = {id(p): event for p, event in zip(fresh, inserted, strict=True)}
-            new_head = (inserted[-1].seq, inserted[-1].hash)
+            inserted = self._insert(info, (batch.prepared(i) for i in fresh), head_seq, head_hash)
+        by_index = dict(zip(fresh, inserted, strict=True))
         in_order = [
-            existing[p.new.idempotency_key] if p.new.idempotency_key in existing else stored[id(p)]  # type: ignore[index]
-            for p in prepared
+            by_index[i] if i in by_index else existing[e.idempotency_key]  # type: ignore[index]
+            for i, e in enumerate(events)
         ]
-        return in_order, new_head
+        return in_order, ((inserted[-1].seq, inserted[-1].hash) if inserted else None)
 
-    def _insert(self, info: BranchInfo, prepared: list[_Prepared], head_seq: int, head_hash: str) -> list[StoredEvent]:
+    def _insert(
+        self, info: BranchInfo, prepared: Iterable[_Prepared], head_seq: int, head_hash: str
+    ) -> list[StoredEvent]:
+        """Chain and insert events after (head_seq, head_hash), CHUNK_EVENTS per statement.
+
+        `prepared` may be lazy: each chunk is drawn from it only after the previous chunk
+        was sent, which is what lets the server work while the events are prepared.
+        """
         recorded_at = datetime.now(UTC)
         recorded_text = format_time(recorded_at)
-        rows: list[dict[str, Any]] = []
-        prev = head_hash
-        seqs = range(head_seq + 1, head_seq + 1 + len(prepared))
-        for seq, p, event_id in zip(seqs, prepared, _new_uuids(len(prepared)), strict=True):
-            new = p.new
-            actor = new.actor or self.actor
-            digest = event_hash(
-                prev_hash=prev, event_id=event_id, experiment=info.experiment, branch=info.name, seq=seq,
-                event_type=new.type, schema_version=p.version, payload_json=p.payload_json,
-                causation_id=new.causation_id, correlation_id=new.correlation_id,
-                idempotency_key=new.idempotency_key, actor=actor, recorded_at=recorded_text,
-            )
-            rows.append({
-                "event_id": event_id, "seq": seq, "type": new.type, "schema_version": p.version,
-                "payload": orjson.Fragment(p.payload_json), "causation_id": new.causation_id,
-                "correlation_id": new.correlation_id, "idempotency_key": new.idempotency_key,
-                "actor": actor, "prev_hash": prev, "hash": digest,
-            })
-            prev = digest
-        placed = {
-            seq: (position, int(txid))
-            for seq, position, txid in self.conn.execute(
+        pending = iter(prepared)
+        sent: list[tuple[list[_Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = []
+        prev, seq = head_hash, head_seq
+        while chunk := list(islice(pending, CHUNK_EVENTS)):
+            rows: list[dict[str, Any]] = []
+            for p, event_id in zip(chunk, _new_uuids(len(chunk)), strict=True):
+                new = p.new
+                actor = new.actor or self.actor
+                seq += 1
+                digest = event_hash(
+                    prev_hash=prev, event_id=event_id, experiment=info.experiment, branch=info.name, seq=seq,
+                    event_type=new.type, schema_version=p.version, payload_json=p.payload_json,
+                    causation_id=new.causation_id, correlation_id=new.correlation_id,
+                    idempotency_key=new.idempotency_key, actor=actor, recorded_at=recorded_text,
+                )
+                rows.append({
+                    "event_id": event_id, "seq": seq, "type": new.type, "schema_version": p.version,
+                    "payload": orjson.Fragment(p.payload_json), "causation_id": new.causation_id,
+                    "correlation_id": new.correlation_id, "idempotency_key": new.idempotency_key,
+                    "actor": actor, "prev_hash": prev, "hash": digest,
+                })
+                prev = digest
+            cursor = self.conn.cursor().execute(
                 sql.INSERT_BATCH, (info.branch_id, recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json))
             )
-        }
-        return [
-            StoredEvent(
-                placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
-                row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
-                p.new.correlation_id, p.new.idempotency_key, row["actor"], recorded_at, row["prev_hash"],
-                row["hash"],
+            sent.append((chunk, rows, cursor))
+        stored: list[StoredEvent] = []
+        for chunk, rows, cursor in sent:
+            placed = {seq: (position, int(txid)) for seq, position, txid in cursor.fetchall()}
+            stored.extend(
+                StoredEvent(
+                    placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
+                    row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
+                    p.new.correlation_id, p.new.idempotency_key, row["actor"], recorded_at, row["prev_hash"],
+                    row["hash"],
+                )
+                for row, p in zip(rows, chunk, strict=True)
             )
-            for row, p in zip(rows, prepared, strict=True)
-        ]
+        return stored
 
     # -- reading ----------------------------------------------------------------
 
@@ -404,17 +440,18 @@ def _already_json(data: bytes) -> bytes:
     return data
 
 
+_VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
 def _new_uuids(count: int) -> list[str]:
-    """Random (version 4) UUIDs in text form, made in bulk: uuid.uuid4() per event costs
-    more than hashing it."""
-    raw = bytearray(os.urandom(16 * count))
-    ids = []
-    for i in range(0, 16 * count, 16):
-        raw[i + 6] = (raw[i + 6] & 0x0F) | 0x40  # version 4
-        raw[i + 8] = (raw[i + 8] & 0x3F) | 0x80  # RFC 4122 variant
-        h = raw[i : i + 16].hex()
-        ids.append(f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}")
-    return ids
+    """Random (version 4) UUIDs in text form, made in bulk from one read of the system's
+    randomness: uuid.uuid4() per event costs more than hashing it."""
+    digits = os.urandom(16 * count).hex()
+    return [
+        f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-4{digits[i + 13:i + 16]}"
+        f"-{_VARIANT_DIGIT[digits[i + 16]]}{digits[i + 17:i + 20]}-{digits[i + 20:i + 32]}"
+        for i in range(0, 32 * count, 32)
+    ]
 
 
 def _clip(segments: tuple[tuple[int, int, int | None], ...], seq: int) -> tuple[tuple[int, int, int | None], ...]:

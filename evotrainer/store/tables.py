@@ -60,25 +60,25 @@ class StoredEventRow(SQLModel, table=True):
 
     __tablename__ = "events"
     __table_args__ = (
-        sa.UniqueConstraint("branch_id", "seq"),
         sa.Index(
             "uq_events_branch_id_idempotency_key", "branch_id", "idempotency_key", unique=True,
             postgresql_where=sa.text("idempotency_key IS NOT NULL"),
         ),
-        sa.Index("ix_events_transaction_id_position", "transaction_id", "position"),
+        sa.Index("uq_events_transaction_id_position", "transaction_id", "position", unique=True),
         sa.CheckConstraint("seq > 0", name="seq_positive"),
     )
 
     position: int | None = Field(
-        default=None, sa_column=sa.Column(sa.BigInteger, sa.Identity(always=True), primary_key=True)
+        default=None, sa_column=sa.Column(sa.BigInteger, sa.Identity(always=True), nullable=False)
     )
     transaction_id: int | None = Field(
         default=None,
         sa_column=sa.Column(Xid8(), nullable=False, server_default=sa.text("pg_current_xact_id()")),
     )
     event_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, nullable=False, unique=True))
-    branch_id: int = Field(sa_column=sa.Column(sa.BigInteger, sa.ForeignKey("branches.branch_id"), nullable=False))
-    seq: int = Field(sa_column=sa.Column(sa.BigInteger, nullable=False))
+    # No foreign key to branches: see migration 0004 (audit names orphan rows instead).
+    branch_id: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    seq: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
     type: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
     schema_version: int = Field(sa_column=sa.Column(sa.Integer, nullable=False))
     payload: dict[str, Any] = Field(sa_column=sa.Column(postgresql.JSONB, nullable=False))

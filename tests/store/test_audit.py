@@ -56,6 +56,14 @@ TAMPERING: dict[str, tuple[list[str], str, int]] = {
         ],
         "exp/main", 2,
     ),
+    "insert an event into no branch": (
+        [
+            "INSERT INTO events (event_id, branch_id, seq, type, schema_version, payload, actor, recorded_at,"
+            " prev_hash, hash) SELECT gen_random_uuid(), 999, seq, type, schema_version, payload, actor,"
+            f" recorded_at, prev_hash, hash FROM events WHERE branch_id = {MAIN_ID} AND seq = 2",
+        ],
+        "(no branch 999)", 2,
+    ),
     "re-parent a fork": (
         [f"UPDATE branches SET fork_seq = 3 WHERE branch_id = {ALT_ID}"],
         "exp/alt", 4,

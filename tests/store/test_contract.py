@@ -10,6 +10,7 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, GlobalPosition, NewEvent
 from evotrainer.store.audit import audit
 from evotrainer.store.encoding import GENESIS_HASH
+from evotrainer.store.eventstore import CHUNK_EVENTS
 
 MAIN = BranchRef("exp", "main")
 
@@ -140,6 +141,44 @@ class TestAtomicBatches:
         events = store.append(MAIN, [task(i) for i in range(50)])
         assert [e.seq for e in events] == list(range(2, 52))
         assert len({e.transaction_id for e in events}) == 1
+
+    def test_an_invalid_event_late_in_a_pipelined_batch_leaves_nothing(self, store: EventStore) -> None:
+        """Past CHUNK_EVENTS, chunks are sent while later events are still being validated."""
+        store.create_experiment("exp")
+        events = [task(i) for i in range(3 * CHUNK_EVENTS)] + [NewEvent("TaskRequested", {"task_id": "x"})]
+        with pytest.raises(InvalidPayloadError):
+            store.append(MAIN, events)
+        assert count_events(store) == 1
+        assert store.append(MAIN, [task(1)], expected_seq=1)[0].seq == 2  # the connection is still usable
+
+    def test_a_pipelined_batch_returns_what_is_stored(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        first = store.append(MAIN, [task(0, key="k0"), task(1, key="k1")])
+        keys = [f"k{i}" for i in range(3 * CHUNK_EVENTS + 5)]
+        events = store.append(MAIN, [task(i, key=key) for i, key in enumerate(keys)])
+        assert events[:2] == first  # old keys come back; the new ones span several INSERTs
+        assert [e.seq for e in events[2:]] == list(range(4, 4 + len(keys) - 2))
+        assert store.read_branch(MAIN, after_seq=1) == events
+        assert sorted(e.position for e in events) == [e.position for e in events]
+        assert audit(store).intact
+
+    def test_racing_pipelined_batches_have_one_winner(self, store: EventStore, database_url: str) -> None:
+        store.create_experiment("exp")
+        big = [task(i) for i in range(3 * CHUNK_EVENTS)]
+        with EventStore.connect(database_url) as other:
+            with store.conn.transaction():
+                store.append(MAIN, big, expected_seq=1)
+                import threading
+
+                outcome: list[object] = []
+                thread = threading.Thread(target=lambda: outcome.append(_try(lambda: other.append(MAIN, big, expected_seq=1))))
+                thread.start()
+                thread.join(0.5)
+            thread.join()
+            assert isinstance(outcome[0], ConcurrencyError)
+            assert other.append(MAIN, big)[0].seq == 2 + len(big)  # no expected seq: it re-reads and lands
+        assert [e.seq for e in store.read_branch(MAIN)] == list(range(1, 2 + 2 * len(big)))
+        assert audit(store).intact
 
     def test_a_batch_rolled_back_by_the_caller_leaves_nothing(self, store: EventStore) -> None:
         store.create_experiment("exp")

@@ -14,7 +14,7 @@ from evotrainer.events import base as event_registry
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 from evotrainer.store.audit import audit
-from evotrainer.store.encoding import normalize_payload
+from evotrainer.store.encoding import encode_payload
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
@@ -28,7 +28,7 @@ json_values = st.recursive(
 @given(config=st.dictionaries(st.text(max_size=8), json_values, max_size=5))
 def test_any_json_payload_reads_back_equal_and_audits_intact(store: EventStore, config: dict) -> None:
     try:
-        normalized = normalize_payload("ExperimentCreated", {"config": config})["config"]
+        normalized = encode_payload("ExperimentCreated", {"config": config})[0]["config"]
     except InvalidPayloadError as exc:
         assert "NUL" in str(exc)  # the only thing jsonb cannot hold among these values
         return
