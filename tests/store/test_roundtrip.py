@@ -88,3 +88,32 @@ def test_old_payload_versions_are_upcast_on_read_and_never_rewritten(store: Even
             del event_registry._models[key]
         event_registry._latest.pop("ProbeMeasured", None)
         event_registry._upcasters.pop(("ProbeMeasured", 1), None)
+
+
+tricky_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+    | st.sampled_from([-0.0, 0.0, -0.05, 1e16, -1e16, 1.5e300, 9.9e15, 1e-7]) | st.floats()
+    | st.text(alphabet=st.characters(codec="utf-8")) | st.uuids(),
+    lambda children: st.lists(children, max_size=3) | st.tuples(children) | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=tricky_values)
+def test_the_fast_encoding_agrees_with_the_full_walk(value: object) -> None:
+    """encode_payload settles most payloads without walking them; it must give exactly
+    what walking every value gives, or the same refusal."""
+    from evotrainer.store.encoding import _normalize, canonical_json
+
+    payload = {"v": value}
+    try:
+        walked = _normalize(payload, "T", "data")
+        expected: object = (walked, canonical_json(walked))
+    except InvalidPayloadError:
+        expected = InvalidPayloadError
+    try:
+        got: object = encode_payload("T", payload)
+    except InvalidPayloadError:
+        got = InvalidPayloadError
+    assert got == expected
