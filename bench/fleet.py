@@ -162,13 +162,16 @@ class FleetSide:
             for i, target in enumerate(self.refs):
                 self.store.append(target, events[i::len(self.refs)])
             conn.execute("NOTIFY evotrainer_fleet")
+        # Every task has started once its mark is in; only then poll Postgres for the
+        # last completions (polling all along would spend the fleet's CPU on counting).
+        self.bench.wait_marks(tasks)
         deadline = time.monotonic() + 600
         while self.store.conn.execute(
             "SELECT count(*) FROM fleet_tasks WHERE state = 'completed' AND starts_with(task_id, %s)", (batch,)
         ).fetchone()[0] < tasks:  # type: ignore[index]
             if time.monotonic() > deadline:
                 raise SystemExit(f"fleet run timed out; logs in {self.bench.logs}")
-            time.sleep(0.02)
+            time.sleep(0.002)
 
     def close(self) -> None:
         self.store.close()

@@ -94,7 +94,7 @@ def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper) -> Out
 # its first column is the attempt started (NULL: not claimed, see _claim_and_load).
 CLAIM_AND_LOAD = f"""
 WITH {leases.CLAIM_FREE_CTES}
-SELECT (SELECT attempt FROM started), {sql.EVENT_COLUMNS}
+SELECT (SELECT attempt FROM started), {sql.EVENT_COLUMNS}, {leases.ASYNC_COMMIT}
   FROM events e JOIN branches b USING (branch_id) WHERE e.event_id = %(event_id)s::uuid
 """
 
@@ -107,7 +107,7 @@ def _claim_and_load(
     conn = store.conn
     params = {"event_id": event_id, "worker": keeper.worker, "lease_s": keeper.lease_s}
     row = conn.execute(CLAIM_AND_LOAD, params).fetchone()
-    event = row_to_event(row[1:]) if row else None
+    event = row_to_event(row[1:-1]) if row else None
     if row is not None and row[0] is not None:
         return leases.Claim(True, row[0]), event
     return leases.claim_contended(conn, event_id, keeper.worker, keeper.lease_s, keeper.snapshot()), event
@@ -164,10 +164,9 @@ def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state
     Closing first locks the row, so no other attempt can append an outcome (or domain
     events) until this commits, and one commit makes both durable: the dispatcher never
     reads an outcome whose row is still open. The outcome's idempotency key is checked
-    too: an outcome appended by other means (by hand) stands, and this is undone.
-    (Inside a caller's transaction the store reads the branch head instead of trusting
-    its cached one, which another worker appending to the branch has usually moved: that
-    saves the failed insert and retry a stale head costs.)
+    too: an outcome appended by other means (by hand) stands, and this is undone. (The
+    store queues on the branch's lock and reads its head: inside a caller's transaction
+    it neither trusts a cached head nor needs a savepoint.)
     """
     outcome = events[-1]
     with store.transaction() as conn:

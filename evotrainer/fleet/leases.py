@@ -77,6 +77,12 @@ def holder_is_gone(holder: str | None, running_here: set[str], event_id: str) ->
 # taken. UPDATE locks the row and re-checks its WHERE against the newest version, so of
 # concurrent claimers exactly one matches; the others fall to the slow path. The CTEs
 # alone are CLAIM_FREE_CTES, for statements that claim and read something in one go.
+#
+# A statement that claims commits asynchronously (ASYNC_COMMIT in its select list): a
+# claim lost in a server crash only means the task runs again, which the outcome's
+# idempotency key makes harmless, and the outcome's own synchronous commit flushes the
+# write-ahead log past the claim, so no outcome is ever durable while its claim is not.
+ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 CLAIM_FREE_CTES = """
 claimed AS (
     UPDATE fleet_tasks SET state = 'running', attempts = attempts + 1, worker = %(worker)s, heartbeat_at = now(),

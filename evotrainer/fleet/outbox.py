@@ -33,8 +33,7 @@ from evotrainer.store.subscription import Subscription
 log = logging.getLogger(__name__)
 
 SUBSCRIPTION = "evotrainer-fleet-dispatcher"
-# Hand-offs published per transaction. Their rows stay locked until it commits, and a
-# worker that already got the message waits on that lock: small batches start sooner.
+# Hand-offs published per transaction.
 BATCH = 50
 # request_task() notifies this channel when its transaction commits, so the dispatcher
 # wakes at once instead of at its next poll; requests appended any other way are found
@@ -127,12 +126,16 @@ class Dispatcher:
         """Publish pending hand-offs, and published ones nobody started for too long."""
         conn = self.store.conn
         with conn.transaction():
-            # SKIP LOCKED: several dispatchers share the work instead of queueing on it.
+            # FOR KEY SHARE, the weakest row lock: a worker's claim (an UPDATE that changes
+            # no key) does not wait for it, so a worker that got its message while the rest
+            # of the batch is still being published starts at once. SKIP LOCKED: several
+            # dispatchers mostly share the work instead of queueing on it (two may publish
+            # one task twice, which the lease makes harmless).
             rows = conn.execute(
                 "SELECT event_id::text, queue FROM fleet_tasks WHERE state = 'pending'"
                 " OR (state = 'published' AND published_at < now() - make_interval(secs =>"
                 "     %s * power(2, least(greatest(publish_count - 1, 0), 10))))"
-                " ORDER BY requested_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                " ORDER BY requested_at LIMIT %s FOR KEY SHARE SKIP LOCKED",
                 (self.cfg.republish_after_s, BATCH),
             ).fetchall()
             if not rows:
@@ -140,9 +143,12 @@ class Dispatcher:
             good = [(queue, event_id) for event_id, queue in rows if queue in QUEUES]
             if good:
                 self.publisher.publish(good)
+                # Only rows still waiting for a worker: one may have been claimed, or even
+                # finished, while the batch was being published.
                 conn.execute(
                     "UPDATE fleet_tasks SET state = 'published', published_at = now(),"
-                    " publish_count = publish_count + 1 WHERE event_id = ANY(%s::uuid[]) AND state <> 'running'",
+                    " publish_count = publish_count + 1"
+                    " WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')",
                     ([event_id for _, event_id in good],),
                 )
         for event_id, queue in rows:

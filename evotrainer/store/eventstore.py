@@ -18,8 +18,8 @@ import os
 import socket
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, NamedTuple
@@ -132,6 +132,32 @@ def _check_uuid(name: str, value: Any) -> None:
         raise UsageError(f"{name} must be a UUID, not {value!r}") from None
 
 
+@dataclass
+class _SentInsert:
+    """INSERTs sent in pipeline mode whose results (positions, transaction id) are read
+    only after the transaction has synced: reading them earlier would cost a round trip."""
+
+    info: BranchInfo
+    recorded_at: datetime
+    chunks: list[tuple[list[_Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = field(default_factory=list)
+
+    def stored(self) -> list[StoredEvent]:
+        info = self.info
+        out: list[StoredEvent] = []
+        for chunk, rows, cursor in self.chunks:
+            placed = {seq: (position, int(txid)) for seq, position, txid in cursor.fetchall()}
+            out.extend(
+                StoredEvent(
+                    placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
+                    row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
+                    p.new.correlation_id, p.new.idempotency_key, row["actor"], self.recorded_at,
+                    row["prev_hash"], row["hash"],
+                )
+                for row, p in zip(rows, chunk, strict=True)
+            )
+        return out
+
+
 class EventStore:
     """One connection's view of the event store. Not thread-safe: one store per thread."""
 
@@ -234,7 +260,7 @@ class EventStore:
                     "INSERT INTO branches (experiment, name) VALUES (%s, 'main') RETURNING branch_id", (name,)
                 ).fetchone()[0]  # type: ignore[index]
                 info = BranchInfo(branch_id, name, "main", None, 0, GENESIS_HASH, ((branch_id, 0, None),))
-                return self._insert(info, [prepared], 0, GENESIS_HASH)[0]
+                return self._insert(info, [prepared], 0, GENESIS_HASH).stored()[0]
         except pg_errors.UniqueViolation:
             raise AlreadyExistsError(f"experiment {name} already exists") from None
 
@@ -263,7 +289,7 @@ class EventStore:
                 segments = ((branch_id, seq, None), *_clip(parent.segments, seq))
                 info = BranchInfo(branch_id, source.experiment, new_branch, parent.branch_id, seq, fork_hash,
                                   segments, source.branch_ref)
-                return self._insert(info, [prepared], seq, fork_hash)[0]
+                return self._insert(info, [prepared], seq, fork_hash).stored()[0]
         except pg_errors.UniqueViolation:
             raise AlreadyExistsError(f"branch {source.experiment}/{new_branch} already exists") from None
 
@@ -283,76 +309,97 @@ class EventStore:
         keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
         if len(keys) != len(set(keys)):
             raise UsageError("a batch repeats an idempotency key")
-        batch = _Batch(events)
-        for index in range(min(len(events), CHUNK_EVENTS)):
-            batch.prepared(index)  # a bad event in a small batch is refused before any statement
-        info = self.branch(ref.branch_ref)
         # Only a transaction we own is known to commit; inside a caller's it may roll back.
         owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        batch = _Batch(events)
+        # A bad event in a small batch is refused before any statement. Inside a caller's
+        # transaction every event is: there is no savepoint to undo chunks already sent.
+        for index in range(len(events) if not owns_transaction else min(len(events), CHUNK_EVENTS)):
+            batch.prepared(index)
+        info = self.branch(ref.branch_ref)
+        # A batch of several chunks is pipelined: statements travel without waiting on
+        # each other, the lookups whose answers are needed (keys, head) wait once,
+        # together, and the server inserts a chunk while the next is prepared. A small
+        # append is not: psycopg's pipeline bookkeeping costs more than the round trips
+        # it saves on a handful of statements.
+        pipelined = len(events) > CHUNK_EVENTS
         for _ in range(MAX_APPEND_ATTEMPTS):
             try:
-                # In pipeline mode BEGIN, the INSERTs and COMMIT travel without waiting on
-                # each other; only lookups whose answer is needed (keys, head) wait.
-                with self.conn.pipeline(), self.conn.transaction():
-                    stored, new_head = self._append_in_transaction(info, batch, expected_seq)
-                if owns_transaction and new_head is not None:
-                    self._heads[info.branch_id] = new_head
-                elif new_head is not None:
-                    self._heads.pop(info.branch_id, None)
-                return stored
+                with (self.conn.pipeline() if pipelined else nullcontext(),
+                      self.conn.transaction() if owns_transaction else nullcontext()):
+                    existing, fresh, insert = self._append_in_transaction(info, batch, expected_seq, owns_transaction)
+                inserted = insert.stored() if insert is not None else []
             except pg_errors.UniqueViolation as exc:
                 self._heads.pop(info.branch_id, None)
-                # Another writer took the seq (or the key) first. With an expected seq
-                # that is the caller's conflict to resolve; without one, re-read and retry
-                # (a retry also finds a key the winner wrote, making this a no-op).
+                if not owns_transaction:
+                    # Writers queue on the branch's lock, so only a stale cache or a writer
+                    # that bypasses the store gets here; the caller's transaction is lost.
+                    raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, -1) from None
+                # The head cached from our last append was stale, or a writer that bypasses
+                # the store took the seq (or the key). With an expected seq that is the
+                # caller's conflict to resolve; without one, re-read and retry (a retry
+                # also finds a key the winner wrote, making this a no-op).
                 if expected_seq is not None and not _is_key_conflict(exc):
                     actual, _ = self.head(ref.branch_ref)
                     if actual != expected_seq:
                         raise ConcurrencyError(str(ref.branch_ref), expected_seq, actual) from None
+                continue
+            if inserted and owns_transaction:
+                self._heads[info.branch_id] = (inserted[-1].seq, inserted[-1].hash)
+            elif inserted:
+                self._heads.pop(info.branch_id, None)
+            by_index = dict(zip(fresh, inserted, strict=True))
+            return [
+                by_index[i] if i in by_index else existing[e.idempotency_key]  # type: ignore[index]
+                for i, e in enumerate(events)
+            ]
         raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, self.head(ref.branch_ref)[0])
 
     def _append_in_transaction(
-        self, info: BranchInfo, batch: _Batch, expected_seq: int | None
-    ) -> tuple[list[StoredEvent], tuple[int, str] | None]:
-        """The events as stored, and the new head if anything was inserted."""
+        self, info: BranchInfo, batch: _Batch, expected_seq: int | None, owns_transaction: bool
+    ) -> tuple[dict[str, StoredEvent], list[int], _SentInsert | None]:
+        """The events already in the branch by key, the indexes of the fresh ones, and
+        their INSERTs (sent, results not read yet)."""
         events = batch.events
-        existing: dict[str, StoredEvent] = {}
         keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
-        if keys:
-            for row in self.conn.execute(sql.EXISTING_KEYS, (info.branch_id, keys)).fetchall():
-                event = row_to_event(row)
-                existing[event.idempotency_key] = event  # type: ignore[index]
+        # A head we committed ourselves is worth trusting in our own transaction (a stale
+        # one costs a retry); inside a caller's there is no retry, so it is always read.
+        cached = self._heads.get(info.branch_id) if owns_transaction else None
+        if cached is not None and expected_seq is not None and cached[0] != expected_seq:
+            cached = None
+        existing: dict[str, StoredEvent] = {}
+        head: tuple[int, str] | None = cached
+        if cached is None:
+            self.conn.execute(sql.BRANCH_APPEND_LOCK, (info.branch_id,))
+            rows = self.conn.execute(sql.HEAD_AND_KEYS, (info.branch_id, info.branch_id, keys)).fetchall()
+            if rows[0][0] is not None:
+                head = (rows[0][0], rows[0][1])
+            found = [row[2:] for row in rows if row[2] is not None] if keys else []
+        else:
+            found = self.conn.execute(sql.EXISTING_KEYS, (info.branch_id, keys)).fetchall() if keys else []
+        for row in found:
+            event = row_to_event(row)
+            existing[event.idempotency_key] = event  # type: ignore[index]
         fresh = [i for i, e in enumerate(events) if e.idempotency_key not in existing]
-        inserted: list[StoredEvent] = []
-        if fresh:
-            cached = self._heads.get(info.branch_id)
-            if cached is not None and (expected_seq is None or cached[0] == expected_seq):
-                head_seq, head_hash = cached
-            else:
-                row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
-                head_seq, head_hash = (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
-            if expected_seq is not None and head_seq != expected_seq:
-                raise ConcurrencyError(str(info.ref), expected_seq, head_seq)
-            inserted = self._insert(info, (batch.prepared(i) for i in fresh), head_seq, head_hash)
-        by_index = dict(zip(fresh, inserted, strict=True))
-        in_order = [
-            by_index[i] if i in by_index else existing[e.idempotency_key]  # type: ignore[index]
-            for i, e in enumerate(events)
-        ]
-        return in_order, ((inserted[-1].seq, inserted[-1].hash) if inserted else None)
+        if not fresh:
+            return existing, fresh, None
+        head_seq, head_hash = head if head is not None else (info.fork_seq, info.fork_hash)
+        if expected_seq is not None and head_seq != expected_seq:
+            raise ConcurrencyError(str(info.ref), expected_seq, head_seq)
+        return existing, fresh, self._insert(info, (batch.prepared(i) for i in fresh), head_seq, head_hash)
 
     def _insert(
         self, info: BranchInfo, prepared: Iterable[_Prepared], head_seq: int, head_hash: str
-    ) -> list[StoredEvent]:
-        """Chain and insert events after (head_seq, head_hash), CHUNK_EVENTS per statement.
+    ) -> _SentInsert:
+        """Chain and send INSERTs of events after (head_seq, head_hash), CHUNK_EVENTS per
+        statement; the caller reads what was stored with `.stored()`.
 
         `prepared` may be lazy: each chunk is drawn from it only after the previous chunk
         was sent, which is what lets the server work while the events are prepared.
         """
-        recorded_at = datetime.now(UTC)
-        recorded_text = format_time(recorded_at)
+        sent = _SentInsert(info, datetime.now(UTC))
+        recorded_text = format_time(sent.recorded_at)
         pending = iter(prepared)
-        sent: list[tuple[list[_Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = []
         prev, seq = head_hash, head_seq
         while chunk := list(islice(pending, CHUNK_EVENTS)):
             rows: list[dict[str, Any]] = []
@@ -373,23 +420,11 @@ class EventStore:
                     "actor": actor, "prev_hash": prev, "hash": digest,
                 })
                 prev = digest
-            cursor = self.conn.cursor().execute(
-                sql.INSERT_BATCH, (info.branch_id, recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json))
-            )
-            sent.append((chunk, rows, cursor))
-        stored: list[StoredEvent] = []
-        for chunk, rows, cursor in sent:
-            placed = {seq: (position, int(txid)) for seq, position, txid in cursor.fetchall()}
-            stored.extend(
-                StoredEvent(
-                    placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
-                    row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
-                    p.new.correlation_id, p.new.idempotency_key, row["actor"], recorded_at, row["prev_hash"],
-                    row["hash"],
-                )
-                for row, p in zip(rows, chunk, strict=True)
-            )
-        return stored
+            cursor = self.conn.cursor().execute(sql.INSERT_BATCH, (
+                info.branch_id, sent.recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json), info.branch_id,
+            ))
+            sent.chunks.append((chunk, rows, cursor))
+        return sent
 
     # -- reading ----------------------------------------------------------------
 

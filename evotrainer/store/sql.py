@@ -22,13 +22,32 @@ SELECT branch_id, experiment, name, parent_id, fork_seq FROM chain ORDER BY dept
 
 HEAD = "SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1"
 
+# Every append holds its branch's lock (advisory, to the end of the transaction; the
+# class number keeps it apart from other users of advisory locks) before it reads the
+# head, or, when it trusts a head it cached, within its INSERT (the lock is re-entrant).
+# Two appends to one branch take turns instead of racing for a seq, so one that read the
+# head never inserts, fails and starts over, and an append inside a caller's transaction
+# needs no savepoint. Appends to different branches never share a lock.
+_LOCK_ARGS = "1702260069, (%s::bigint %% 2147483647)::int"
+BRANCH_APPEND_LOCK = f"SELECT pg_advisory_xact_lock({_LOCK_ARGS})"
+
 EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key = ANY(%s)"
 
-# One statement per batch: the rows travel as one JSON array that the server unpacks.
+# The head and the events already holding some keys, in one round trip: always one row
+# whose first two columns are the head (NULL when the branch has no events of its own),
+# followed by an event's columns for each key found (NULL when none was).
+HEAD_AND_KEYS = f"""
+SELECT h.seq, h.hash, k.*
+  FROM (SELECT) AS one
+  LEFT JOIN LATERAL (SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1) AS h ON true
+  LEFT JOIN LATERAL ({EXISTING_KEYS}) AS k ON true
+"""
+
+# One statement per chunk: the rows travel as one JSON array that the server unpacks.
 # Cheaper than a round trip per row, and cheaper than array parameters, whose text
 # escaping is done row by row in Python; unlike COPY it returns the positions and the
 # transaction id the rows were given.
-INSERT_BATCH = """
+INSERT_BATCH = f"""
 INSERT INTO events (event_id, branch_id, seq, type, schema_version, payload, causation_id,
                     correlation_id, idempotency_key, actor, recorded_at, prev_hash, hash)
 SELECT r.event_id, %s, r.seq, r.type, r.schema_version, r.payload, r.causation_id,
@@ -36,6 +55,7 @@ SELECT r.event_id, %s, r.seq, r.type, r.schema_version, r.payload, r.causation_i
   FROM jsonb_to_recordset(%s::jsonb) AS r(
        event_id uuid, seq bigint, type text, schema_version int, payload jsonb, causation_id uuid,
        correlation_id uuid, idempotency_key text, actor text, prev_hash text, hash text)
+ CROSS JOIN (SELECT pg_advisory_xact_lock({_LOCK_ARGS})) AS branch_lock
 RETURNING seq, position, transaction_id::text
 """
 

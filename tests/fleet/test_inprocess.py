@@ -205,3 +205,39 @@ def test_the_dispatcher_records_hand_offs_in_its_checkpoint_transaction(exp: Eve
         state = conn.execute("SELECT state, publish_count FROM fleet_tasks").fetchone()
         position = conn.execute("SELECT position FROM subscriptions").fetchone()
     assert state == ("pending", 0) and position[0] > 0
+
+
+class _SlowPublisher:
+    """Holds the dispatcher inside its publishing transaction until released."""
+
+    def __init__(self) -> None:
+        self.publishing = threading.Event()
+        self.release = threading.Event()
+
+    def publish(self, items: list[tuple[str, str]]) -> None:
+        self.publishing.set()
+        assert self.release.wait(30)
+
+
+def test_a_worker_does_not_wait_for_a_dispatcher_still_publishing(exp: EventStore, database_url: str) -> None:
+    """The publishing transaction's row lock does not block a claim, and a task claimed and
+    finished meanwhile is not set back to published when that transaction ends."""
+    request = request_task(exp, MAIN, "noop", task_id="t1")
+    publisher = _SlowPublisher()
+    with EventStore.connect(database_url) as dispatcher_store:
+        dispatcher = Dispatcher(dispatcher_store, CFG, publisher)
+        deadline = time.monotonic() + 60
+        while dispatcher.record() == 0 and not dispatcher.caught_up():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        publishing = threading.Thread(target=dispatcher.publish_due)
+        publishing.start()
+        assert publisher.publishing.wait(30)
+        with EventStore.connect(database_url) as worker_store:
+            worker_store.conn.execute("SET statement_timeout = '5s'")  # a wait on the lock would fail here
+            keeper = LeaseKeeper(conninfo_of(worker_store), "worker:1", 5, 1)
+            assert execute(worker_store, request.event_id, keeper).state == "completed"
+        publisher.release.set()
+        publishing.join()
+    [row] = list_tasks(exp)
+    assert (row.state, row.attempts) == ("completed", 1)

@@ -94,6 +94,30 @@ class TestOptimisticConcurrency:
         assert [e.seq for e in store.read_branch(MAIN)] == [1, 2]
 
 
+def test_an_append_inside_a_callers_transaction_waits_its_turn_on_the_branch(store: EventStore, database_url: str) -> None:
+    """It queues on the branch lock, then reads the head the other writer left; the caller's transaction stays usable."""
+    import threading
+
+    store.create_experiment("exp")
+    store.append(MAIN, [task(0)])  # this connection now caches the head: seq 2
+    appended: list[list[object]] = []
+
+    def append_in_a_transaction() -> None:
+        with store.transaction() as conn:
+            conn.execute("SELECT 1")
+            appended.append(store.append(MAIN, [task(2)]))
+            conn.execute("SELECT 1")
+
+    with EventStore.connect(database_url) as other, other.transaction():
+        other.append(MAIN, [task(1)])  # seq 3, committed only when this block ends
+        thread = threading.Thread(target=append_in_a_transaction)
+        thread.start()
+        thread.join(0.5)
+    thread.join()
+    assert [e.seq for e in appended[0]] == [4]  # type: ignore[attr-defined]
+    assert audit(store).intact
+
+
 def _try(fn):  # type: ignore[no-untyped-def]
     try:
         return fn()
