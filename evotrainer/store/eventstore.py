@@ -370,8 +370,7 @@ class EventStore:
         existing: dict[str, StoredEvent] = {}
         head: tuple[int, str] | None = cached
         if cached is None:
-            self.conn.execute(sql.BRANCH_APPEND_LOCK, (info.branch_id,))
-            rows = self.conn.execute(sql.HEAD_AND_KEYS, (info.branch_id, info.branch_id, keys)).fetchall()
+            rows = self.conn.execute(sql.LOCK_HEAD_AND_KEYS, (info.branch_id, keys)).fetchall()
             if rows[0][0] is not None:
                 head = (rows[0][0], rows[0][1])
             found = [row[2:] for row in rows if row[2] is not None] if keys else []

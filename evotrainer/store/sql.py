@@ -23,25 +23,21 @@ SELECT branch_id, experiment, name, parent_id, fork_seq FROM chain ORDER BY dept
 HEAD = "SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1"
 
 # Every append holds its branch's lock (advisory, to the end of the transaction; the
-# class number keeps it apart from other users of advisory locks) before it reads the
-# head, or, when it trusts a head it cached, within its INSERT (the lock is re-entrant).
+# class number keeps it apart from other users of advisory locks, and migration 0005's
+# function takes the same one) before it reads the head, or, when it trusts a head it
+# cached, within its INSERT (the lock is re-entrant).
 # Two appends to one branch take turns instead of racing for a seq, so one that read the
 # head never inserts, fails and starts over, and an append inside a caller's transaction
 # needs no savepoint. Appends to different branches never share a lock.
 _LOCK_ARGS = "1702260069, (%s::bigint %% 2147483647)::int"
-BRANCH_APPEND_LOCK = f"SELECT pg_advisory_xact_lock({_LOCK_ARGS})"
 
 EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key = ANY(%s)"
 
-# The head and the events already holding some keys, in one round trip: always one row
-# whose first two columns are the head (NULL when the branch has no events of its own),
-# followed by an event's columns for each key found (NULL when none was).
-HEAD_AND_KEYS = f"""
-SELECT h.seq, h.hash, k.*
-  FROM (SELECT) AS one
-  LEFT JOIN LATERAL (SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1) AS h ON true
-  LEFT JOIN LATERAL ({EXISTING_KEYS}) AS k ON true
-"""
+# The branch lock, then the head and the events already holding some keys: one round
+# trip (migration 0005 says why this is a function). Always one row whose first two
+# columns are the head (NULL when the branch has no events of its own), followed by an
+# event's columns (EVENT_COLUMNS) for each key found (NULL when none was).
+LOCK_HEAD_AND_KEYS = "SELECT * FROM evotrainer_append_lookup(%s, %s)"
 
 # One statement per chunk: the rows travel as one JSON array that the server unpacks.
 # Cheaper than a round trip per row, and cheaper than array parameters, whose text
