@@ -45,7 +45,6 @@ bench: install
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	$(PY) -m mypy
 
 schemas: install
 	$(VENV)/bin/evotrainer schemas export schemas

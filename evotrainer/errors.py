@@ -51,6 +51,20 @@ class ConcurrencyError(EvotrainerError):
         self.actual_seq = actual_seq
 
 
+class BypassingWriterError(ConcurrencyError):
+    """Inside a caller's transaction, a writer that does not take the store's branch lock
+    took the seq or key this append needed; the caller's transaction is aborted."""
+
+    def __init__(self, branch: str, constraint: str) -> None:
+        EvotrainerError.__init__(
+            self,
+            f"another writer appended to {branch} without the store's branch lock (conflict on {constraint});"
+            " the enclosing transaction is aborted: roll it back and retry",
+        )
+        self.branch = branch
+        self.constraint = constraint
+
+
 class DatabaseUnavailableError(EvotrainerError):
     """The event store cannot be reached or started."""
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 
-from evotrainer.errors import DatabaseUnavailableError, InvalidPayloadError
+from evotrainer.errors import ConcurrencyError, DatabaseUnavailableError, InvalidPayloadError
 from evotrainer.events import TaskCompleted, TaskFailed, TaskRequested
 from evotrainer.fleet import leases
 from evotrainer.fleet.errors import TaskInputError, TransientTaskError
@@ -33,8 +33,9 @@ from evotrainer.store.records import NewEvent, StoredEvent
 
 log = logging.getLogger(__name__)
 
-# Errors that say nothing about the task itself: the database connection went away.
-TRANSIENT_DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailableError)
+# Errors that say nothing about the task itself: the database connection went away, or
+# another writer got to the branch first (trying again reads the new head).
+TRANSIENT_DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailableError, ConcurrencyError)
 MAX_TRACEBACK_CHARS = 20_000
 
 

@@ -5,7 +5,8 @@ records a `pending` hand-off row in the same transaction that moves its checkpoi
 a request is either recorded and the position past it, or neither. Publishing happens
 after that commit, which is the crash window: a row stays `pending` until the broker
 has accepted its message, and whoever runs next (this dispatcher restarted, or another
-one) publishes it again. A hand-off published but never started is re-published after
+one) publishes it again, at once or, if it died while publishing the row's batch, after
+PUBLISHING_LEASE_S. A hand-off published but never started is re-published after
 `republish_after_s` (doubling); the reaper turns expired leases back into `pending`.
 Every path can deliver a task twice, never zero times; the lease and the outcome's
 idempotency key make the second delivery harmless.
@@ -33,8 +34,26 @@ from evotrainer.store.subscription import Subscription
 log = logging.getLogger(__name__)
 
 SUBSCRIPTION = "evotrainer-fleet-dispatcher"
-# Hand-offs published per transaction.
+# Hand-offs taken for publishing at a time.
 BATCH = 50
+# A dispatcher takes a batch in a short transaction of its own and publishes after it
+# commits, so no row stays locked while the broker is talked to: a worker that already
+# got its message claims the task at once. On a pending row, published_at then means
+# "being published since"; other dispatchers leave the row alone for PUBLISHING_LEASE_S,
+# after which its dispatcher is presumed dead mid-publish and the row is published again
+# (a second delivery, which the lease makes harmless).
+PUBLISHING_LEASE_S = 30.0
+TAKE_FOR_PUBLISHING = """
+UPDATE fleet_tasks SET published_at = now()
+ WHERE event_id IN (
+     SELECT event_id FROM fleet_tasks
+      WHERE (state = 'pending'
+             AND (published_at IS NULL OR published_at < now() - make_interval(secs => %(lease_s)s)))
+         OR (state = 'published' AND published_at < now() - make_interval(secs =>
+             %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10))))
+      ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING event_id::text, queue, requested_at
+"""
 # request_task() notifies this channel when its transaction commits, so the dispatcher
 # wakes at once instead of at its next poll; requests appended any other way are found
 # by polling. (A NOTIFY trigger on events would catch every append, but the events table
@@ -126,32 +145,30 @@ class Dispatcher:
         """Publish pending hand-offs, and published ones nobody started for too long."""
         conn = self.store.conn
         with conn.transaction():
-            # FOR KEY SHARE, the weakest row lock: a worker's claim (an UPDATE that changes
-            # no key) does not wait for it, so a worker that got its message while the rest
-            # of the batch is still being published starts at once. SKIP LOCKED: several
-            # dispatchers mostly share the work instead of queueing on it (two may publish
-            # one task twice, which the lease makes harmless).
-            rows = conn.execute(
-                "SELECT event_id::text, queue FROM fleet_tasks WHERE state = 'pending'"
-                " OR (state = 'published' AND published_at < now() - make_interval(secs =>"
-                "     %s * power(2, least(greatest(publish_count - 1, 0), 10))))"
-                " ORDER BY requested_at LIMIT %s FOR KEY SHARE SKIP LOCKED",
-                (self.cfg.republish_after_s, BATCH),
-            ).fetchall()
-            if not rows:
-                return 0
-            good = [(queue, event_id) for event_id, queue in rows if queue in QUEUES]
-            if good:
+            rows = conn.execute(TAKE_FOR_PUBLISHING, {
+                "lease_s": PUBLISHING_LEASE_S, "republish_s": self.cfg.republish_after_s, "batch": BATCH,
+            }).fetchall()
+        if not rows:
+            return 0
+        rows.sort(key=lambda row: row[2])  # oldest request first
+        good = [(queue, event_id) for event_id, queue, _ in rows if queue in QUEUES]
+        if good:
+            ids = [event_id for _, event_id in good]
+            try:
                 self.publisher.publish(good)
-                # Only rows still waiting for a worker: one may have been claimed, or even
-                # finished, while the batch was being published.
-                conn.execute(
-                    "UPDATE fleet_tasks SET state = 'published', published_at = now(),"
-                    " publish_count = publish_count + 1"
-                    " WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')",
-                    ([event_id for _, event_id in good],),
-                )
-        for event_id, queue in rows:
+            except BrokerUnavailableError:
+                # Not handed off after all: pending rows are due again at once.
+                conn.execute("UPDATE fleet_tasks SET published_at = NULL WHERE event_id = ANY(%s::uuid[])"
+                             " AND state = 'pending'", (ids,))
+                raise
+            # Only rows still waiting for a worker: one may have been claimed, or even
+            # finished, while the batch was being published.
+            conn.execute(
+                "UPDATE fleet_tasks SET state = 'published', publish_count = publish_count + 1"
+                " WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')",
+                (ids,),
+            )
+        for event_id, queue, _ in rows:
             if queue not in QUEUES:
                 self._refuse(event_id, queue)
         return len(rows)

@@ -13,6 +13,7 @@ written, and never holds a lock that spans branches.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 import socket
@@ -31,6 +32,7 @@ from psycopg.types.json import Jsonb, set_json_loads
 
 from evotrainer.errors import (
     AlreadyExistsError,
+    BypassingWriterError,
     ConcurrencyError,
     DatabaseUnavailableError,
     NotFoundError,
@@ -118,18 +120,27 @@ def prepare(new: NewEvent) -> _Prepared:
     payload, payload_json = encode_payload(new.type, new.payload)
     if new.idempotency_key is not None and not new.idempotency_key:
         raise UsageError("an idempotency key must not be empty")
-    if new.causation_id is not None:
-        _check_uuid("causation_id", new.causation_id)
-    if new.correlation_id is not None:
-        _check_uuid("correlation_id", new.correlation_id)
+    if new.causation_id is not None or new.correlation_id is not None:
+        # Postgres keeps a UUID in its canonical form, and that form is what gets hashed.
+        causation = _canonical_uuid("causation_id", new.causation_id)
+        correlation = _canonical_uuid("correlation_id", new.correlation_id)
+        if (causation, correlation) != (new.causation_id, new.correlation_id):
+            new = dataclasses.replace(new, causation_id=causation, correlation_id=correlation)
     return _Prepared(new, version, payload, payload_json)
 
 
-def _check_uuid(name: str, value: Any) -> None:
+def _canonical_uuid(name: str, value: Any) -> str | None:
+    if value is None:
+        return None
     try:
-        uuid.UUID(value)
+        return str(uuid.UUID(value))
     except (ValueError, TypeError, AttributeError):
         raise UsageError(f"{name} must be a UUID, not {value!r}") from None
+
+
+class _BranchGone(Exception):
+    """The INSERT found no branch row: the cached branch was created in a transaction
+    that rolled back. Nothing was written."""
 
 
 @dataclass
@@ -142,10 +153,13 @@ class _SentInsert:
     chunks: list[tuple[list[_Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = field(default_factory=list)
 
     def stored(self) -> list[StoredEvent]:
+        """The events as stored; _BranchGone when the branch row was not there."""
         info = self.info
         out: list[StoredEvent] = []
         for chunk, rows, cursor in self.chunks:
             placed = {seq: (position, int(txid)) for seq, position, txid in cursor.fetchall()}
+            if len(placed) != len(rows):
+                raise _BranchGone()
             out.extend(
                 StoredEvent(
                     placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
@@ -208,6 +222,11 @@ class EventStore:
             info = self._resolve(ref)
             self._branches[key] = info
         return info
+
+    def _forget(self, ref: BranchRef) -> None:
+        info = self._branches.pop((ref.experiment, ref.branch), None)
+        if info is not None:
+            self._heads.pop(info.branch_id, None)
 
     def _resolve(self, ref: BranchRef) -> BranchInfo:
         chain = self.conn.execute(sql.ANCESTRY, (ref.experiment, ref.branch)).fetchall()
@@ -329,12 +348,16 @@ class EventStore:
                       self.conn.transaction() if owns_transaction else nullcontext()):
                     existing, fresh, insert = self._append_in_transaction(info, batch, expected_seq, owns_transaction)
                 inserted = insert.stored() if insert is not None else []
+            except _BranchGone:
+                self._forget(ref.branch_ref)
+                info = self.branch(ref.branch_ref)  # NotFoundError when it is gone for good
+                continue
             except pg_errors.UniqueViolation as exc:
                 self._heads.pop(info.branch_id, None)
                 if not owns_transaction:
-                    # Writers queue on the branch's lock, so only a stale cache or a writer
-                    # that bypasses the store gets here; the caller's transaction is lost.
-                    raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, -1) from None
+                    # Writers queue on the branch's lock and read the head under it, so
+                    # only a writer that bypasses the store gets here.
+                    raise BypassingWriterError(str(ref.branch_ref), exc.diag.constraint_name or "?") from None
                 # The head cached from our last append was stale, or a writer that bypasses
                 # the store took the seq (or the key). With an expected seq that is the
                 # caller's conflict to resolve; without one, re-read and retry (a retry
@@ -380,6 +403,9 @@ class EventStore:
             event = row_to_event(row)
             existing[event.idempotency_key] = event  # type: ignore[index]
         fresh = [i for i, e in enumerate(events) if e.idempotency_key not in existing]
+        for i in range(len(events)):
+            if i not in fresh:
+                batch.prepared(i)  # validated like the rest, though the original comes back
         if not fresh:
             return existing, fresh, None
         head_seq, head_hash = head if head is not None else (info.fork_seq, info.fork_hash)

@@ -29,7 +29,7 @@ HEAD = "SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMI
 # Two appends to one branch take turns instead of racing for a seq, so one that read the
 # head never inserts, fails and starts over, and an append inside a caller's transaction
 # needs no savepoint. Appends to different branches never share a lock.
-_LOCK_ARGS = "1702260069, (%s::bigint %% 2147483647)::int"
+BRANCH_LOCK_CLASS = 1702260069
 
 EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key = ANY(%s)"
 
@@ -42,7 +42,10 @@ LOCK_HEAD_AND_KEYS = "SELECT * FROM evotrainer_append_lookup(%s, %s)"
 # One statement per chunk: the rows travel as one JSON array that the server unpacks.
 # Cheaper than a round trip per row, and cheaper than array parameters, whose text
 # escaping is done row by row in Python; unlike COPY it returns the positions and the
-# transaction id the rows were given.
+# transaction id the rows were given. Joining the branch row takes the branch lock and
+# inserts nothing when the branch does not exist (a branch cached from a transaction
+# that rolled back): events has no foreign key, and this check costs one lookup per
+# statement instead of one per row.
 INSERT_BATCH = f"""
 INSERT INTO events (event_id, branch_id, seq, type, schema_version, payload, causation_id,
                     correlation_id, idempotency_key, actor, recorded_at, prev_hash, hash)
@@ -51,7 +54,8 @@ SELECT r.event_id, %s, r.seq, r.type, r.schema_version, r.payload, r.causation_i
   FROM jsonb_to_recordset(%s::jsonb) AS r(
        event_id uuid, seq bigint, type text, schema_version int, payload jsonb, causation_id uuid,
        correlation_id uuid, idempotency_key text, actor text, prev_hash text, hash text)
- CROSS JOIN (SELECT pg_advisory_xact_lock({_LOCK_ARGS})) AS branch_lock
+ CROSS JOIN (SELECT pg_advisory_xact_lock({BRANCH_LOCK_CLASS}, (b.branch_id %% 2147483647)::int)
+               FROM branches b WHERE b.branch_id = %s) AS branch_lock
 RETURNING seq, position, transaction_id::text
 """
 

@@ -241,3 +241,30 @@ def test_a_worker_does_not_wait_for_a_dispatcher_still_publishing(exp: EventStor
         publishing.join()
     [row] = list_tasks(exp)
     assert (row.state, row.attempts) == ("completed", 1)
+
+
+class _RecordingPublisher:
+    def __init__(self) -> None:
+        self.published: list[str] = []
+        self.lock = threading.Lock()
+
+    def publish(self, items: list[tuple[str, str]]) -> None:
+        time.sleep(0.2)  # long enough for the other dispatcher to look at the same rows
+        with self.lock:
+            self.published += [event_id for _, event_id in items]
+
+
+def test_two_dispatchers_publish_each_task_once(exp: EventStore, database_url: str) -> None:
+    for i in range(5):
+        request_task(exp, MAIN, "noop", task_id=f"t{i}")
+    record_all(exp)
+    publisher = _RecordingPublisher()
+    with EventStore.connect(database_url) as one, EventStore.connect(database_url) as two:
+        threads = [threading.Thread(target=Dispatcher(s, CFG, publisher).publish_due) for s in (one, two)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert sorted(publisher.published) == sorted(set(publisher.published)) and len(publisher.published) == 5
+    counts = exp.conn.execute("SELECT state, publish_count FROM fleet_tasks").fetchall()
+    assert counts == [("published", 1)] * 5

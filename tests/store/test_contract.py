@@ -118,6 +118,29 @@ def test_an_append_inside_a_callers_transaction_waits_its_turn_on_the_branch(sto
     assert audit(store).intact
 
 
+def test_a_branch_cached_from_a_rolled_back_transaction_is_resolved_again(store: EventStore) -> None:
+    """Events have no foreign key; the INSERT itself finds that the cached branch is gone."""
+    with pytest.raises(RuntimeError), store.transaction():
+        store.create_experiment("exp")
+        store.append(MAIN, [task(1)])
+        raise RuntimeError("rolled back")
+    store.create_experiment("exp")  # the same name, a new branch id
+    appended = store.append(MAIN, [task(2), task(3)])
+    assert [e.seq for e in appended] == [2, 3]
+    assert [e.seq for e in store.read_branch(MAIN)] == [1, 2, 3]
+    assert audit(store).intact  # no event outside a branch
+
+
+def test_causation_and_correlation_ids_are_stored_and_hashed_in_canonical_form(store: EventStore) -> None:
+    store.create_experiment("exp")
+    spelled = "{A1B2C3D4-E5F6-4711-8899-AABBCCDDEEFF}"
+    stored = store.append(MAIN, [NewEvent("TaskRequested", {"task_id": "t", "kind": "noop", "queue": "q"},
+                                          causation_id=spelled, correlation_id="urn:uuid:" + spelled[1:-1])])[0]
+    assert stored.causation_id == stored.correlation_id == "a1b2c3d4-e5f6-4711-8899-aabbccddeeff"
+    assert store.read_branch(MAIN)[-1] == stored
+    assert audit(store).intact
+
+
 def _try(fn):  # type: ignore[no-untyped-def]
     try:
         return fn()
@@ -203,6 +226,15 @@ class TestAtomicBatches:
             assert other.append(MAIN, big)[0].seq == 2 + len(big)  # no expected seq: it re-reads and lands
         assert [e.seq for e in store.read_branch(MAIN)] == list(range(1, 2 + 2 * len(big)))
         assert audit(store).intact
+
+    def test_an_invalid_event_is_refused_even_when_its_key_exists(self, store: EventStore) -> None:
+        store.create_experiment("exp")
+        store.append(MAIN, [task(0, key="k0")])
+        bad = NewEvent("TaskRequested", {"task_id": "x"}, idempotency_key="k0")
+        for size in (2, 2 * CHUNK_EVENTS):  # one chunk, and several (prepared as they are sent)
+            with pytest.raises(InvalidPayloadError):
+                store.append(MAIN, [task(i) for i in range(1, size)] + [bad])
+        assert count_events(store) == 2
 
     def test_a_batch_rolled_back_by_the_caller_leaves_nothing(self, store: EventStore) -> None:
         store.create_experiment("exp")
