@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any, Literal, Protocol
 
 from evotrainer.events import Finding
-from evotrainer.evidence import RolloutRecord, group_spread, is_dead_group
+from evotrainer.evidence import RolloutRecord, group_spread
 from evotrainer.harness.spec import AnalyzerSettings
 
 Layer = Literal["score", "signal", "behaviour"]
@@ -90,8 +90,9 @@ class EvidenceView:
         return {g: group_spread([self.rewards[i] for i in idx]) for g, idx in self.groups.items()}
 
     def dead_groups(self, min_std: float) -> list[int]:
-        """Groups GRPO learns nothing from, by the one test the backtests and trainer use too."""
-        return [g for g, idx in self.groups.items() if is_dead_group([self.rewards[i] for i in idx], min_std)]
+        """Groups GRPO learns nothing from: spread below `min_std`, the test of
+        evidence.is_dead_group, applied to the spreads computed once above."""
+        return [g for g, std in self.group_std.items() if std < min_std]
 
     def halves(self) -> tuple[list[int], list[int]] | None:
         """Rollouts of the earlier and the later half of the steps (None with one step):

@@ -145,8 +145,8 @@ class _BranchGone(Exception):
 
 @dataclass
 class _SentInsert:
-    """INSERTs sent in pipeline mode whose results (positions, transaction id) are read
-    only after the transaction has synced: reading them earlier would cost a round trip."""
+    """INSERTs whose results (positions, transaction id) are read only once the append's
+    transaction is over: in pipeline mode, reading them earlier would cost a round trip."""
 
     info: BranchInfo
     recorded_at: datetime
@@ -336,9 +336,8 @@ class EventStore:
         for index in range(len(events) if not owns_transaction else min(len(events), CHUNK_EVENTS)):
             batch.prepared(index)
         info = self.branch(ref.branch_ref)
-        # A batch of several chunks is pipelined: statements travel without waiting on
-        # each other, the lookups whose answers are needed (keys, head) wait once,
-        # together, and the server inserts a chunk while the next is prepared. A small
+        # A batch of several chunks is pipelined: its INSERTs travel without waiting on
+        # each other, and the server inserts a chunk while the next is prepared. A small
         # append is not: psycopg's pipeline bookkeeping costs more than the round trips
         # it saves on a handful of statements.
         pipelined = len(events) > CHUNK_EVENTS
@@ -346,7 +345,8 @@ class EventStore:
             try:
                 with (self.conn.pipeline() if pipelined else nullcontext(),
                       self.conn.transaction() if owns_transaction else nullcontext()):
-                    existing, fresh, insert = self._append_in_transaction(info, batch, expected_seq, owns_transaction)
+                    existing, fresh, insert = self._append_in_transaction(
+                        info, batch, keys, expected_seq, owns_transaction)
                 inserted = insert.stored() if insert is not None else []
             except _BranchGone:
                 self._forget(ref.branch_ref)
@@ -379,12 +379,11 @@ class EventStore:
         raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, self.head(ref.branch_ref)[0])
 
     def _append_in_transaction(
-        self, info: BranchInfo, batch: _Batch, expected_seq: int | None, owns_transaction: bool
+        self, info: BranchInfo, batch: _Batch, keys: list[str], expected_seq: int | None, owns_transaction: bool
     ) -> tuple[dict[str, StoredEvent], list[int], _SentInsert | None]:
         """The events already in the branch by key, the indexes of the fresh ones, and
         their INSERTs (sent, results not read yet)."""
         events = batch.events
-        keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
         # A head we committed ourselves is worth trusting in our own transaction (a stale
         # one costs a retry); inside a caller's there is no retry, so it is always read.
         cached = self._heads.get(info.branch_id) if owns_transaction else None
@@ -403,8 +402,8 @@ class EventStore:
             event = row_to_event(row)
             existing[event.idempotency_key] = event  # type: ignore[index]
         fresh = [i for i, e in enumerate(events) if e.idempotency_key not in existing]
-        for i in range(len(events)):
-            if i not in fresh:
+        for i, e in enumerate(events):
+            if e.idempotency_key in existing:
                 batch.prepared(i)  # validated like the rest, though the original comes back
         if not fresh:
             return existing, fresh, None

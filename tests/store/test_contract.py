@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import psycopg
 import pytest
 
@@ -21,6 +24,17 @@ def task(n: int, key: str | None = None) -> NewEvent:
 
 def count_events(store: EventStore) -> int:
     return store.conn.execute("SELECT count(*) FROM events").fetchone()[0]
+
+
+def wait_until_blocked(database_url: str, writer: EventStore) -> None:
+    """Return once `writer`'s connection waits on a lock: the race under test is on."""
+    pid = writer.conn.info.backend_pid
+    deadline = time.monotonic() + 30
+    with psycopg.connect(database_url, autocommit=True) as watcher:
+        while watcher.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                              (pid,)).fetchone() != ("Lock",):
+            assert time.monotonic() < deadline, "the other writer never queued on a lock"
+            time.sleep(0.01)
 
 
 class TestImmutability:
@@ -79,16 +93,14 @@ class TestOptimisticConcurrency:
         with EventStore.connect(database_url) as other:
             with store.conn.transaction():
                 store.append(MAIN, [task(1)], expected_seq=1)
-                # The other writer sees seq 1 as the head too; the unique (branch, seq)
-                # index makes it wait for us and then fail.
-                import threading
-
+                # The other writer queues on the branch lock we hold, then finds the head
+                # moved past the seq it expected.
                 outcome: list[object] = []
                 thread = threading.Thread(
                     target=lambda: outcome.append(_try(lambda: other.append(MAIN, [task(2)], expected_seq=1)))
                 )
                 thread.start()
-                thread.join(0.5)
+                wait_until_blocked(database_url, other)
             thread.join()
         assert isinstance(outcome[0], ConcurrencyError)
         assert [e.seq for e in store.read_branch(MAIN)] == [1, 2]
@@ -96,8 +108,6 @@ class TestOptimisticConcurrency:
 
 def test_an_append_inside_a_callers_transaction_waits_its_turn_on_the_branch(store: EventStore, database_url: str) -> None:
     """It queues on the branch lock, then reads the head the other writer left; the caller's transaction stays usable."""
-    import threading
-
     store.create_experiment("exp")
     store.append(MAIN, [task(0)])  # this connection now caches the head: seq 2
     appended: list[list[object]] = []
@@ -112,7 +122,7 @@ def test_an_append_inside_a_callers_transaction_waits_its_turn_on_the_branch(sto
         other.append(MAIN, [task(1)])  # seq 3, committed only when this block ends
         thread = threading.Thread(target=append_in_a_transaction)
         thread.start()
-        thread.join(0.5)
+        wait_until_blocked(database_url, store)
     thread.join()
     assert [e.seq for e in appended[0]] == [4]  # type: ignore[attr-defined]
     assert audit(store).intact
@@ -215,12 +225,10 @@ class TestAtomicBatches:
         with EventStore.connect(database_url) as other:
             with store.conn.transaction():
                 store.append(MAIN, big, expected_seq=1)
-                import threading
-
                 outcome: list[object] = []
                 thread = threading.Thread(target=lambda: outcome.append(_try(lambda: other.append(MAIN, big, expected_seq=1))))
                 thread.start()
-                thread.join(0.5)
+                wait_until_blocked(database_url, other)
             thread.join()
             assert isinstance(outcome[0], ConcurrencyError)
             assert other.append(MAIN, big)[0].seq == 2 + len(big)  # no expected seq: it re-reads and lands
