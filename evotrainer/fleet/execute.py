@@ -157,6 +157,16 @@ def _complete(store: EventStore, event: StoredEvent, task: TaskRequested, attemp
     return _already_closed(attempt)
 
 
+# Close the task's row and append its events in one statement (migration 0006): the
+# statement is its transaction, and its branch lock is held only while the server works.
+CLOSE_AND_APPEND = (
+    "SELECT * FROM evotrainer_fleet_close(%(task)s, %(attempt)s, %(state)s, %(error)s, %(branch)s,"
+    " %(fork_seq)s, %(fork_hash)s, %(recorded_at)s, %(events)s)"
+)
+# evotrainer_fleet_close() undoes everything with this when the outcome's key was taken.
+OUTCOME_TAKEN_SQLSTATE = "EV001"
+
+
 def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state: str, error: str | None,
                       events: list[NewEvent]) -> bool:
     """Close the task's row and append its outcome (the last of `events`) in one
@@ -164,21 +174,17 @@ def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state
 
     Closing first locks the row, so no other attempt can append an outcome (or domain
     events) until this commits, and one commit makes both durable: the dispatcher never
-    reads an outcome whose row is still open. The outcome's idempotency key is checked
-    too: an outcome appended by other means (by hand) stands, and this is undone. (The
-    store queues on the branch's lock and reads its head: inside a caller's transaction
-    it neither trusts a cached head nor needs a savepoint.)
+    reads an outcome whose row is still open. An outcome already in the branch under the
+    outcome's key (appended by other means) stands, and this is undone.
     """
-    outcome = events[-1]
-    with store.transaction() as conn:
-        if not leases.finish(conn, event.event_id, attempt, state, error):
+    params = {"task": event.event_id, "attempt": attempt, "state": state, "error": error}
+    try:
+        stored = store.append_through(BranchRef(event.experiment, event.branch), events, CLOSE_AND_APPEND, params)
+    except psycopg.Error as exc:
+        if exc.sqlstate == OUTCOME_TAKEN_SQLSTATE:
             return False
-        stored = store.append(BranchRef(event.experiment, event.branch), events)[-1]
-        if (stored.type, stored.payload.get("worker"), stored.payload.get("attempt")) != (
-                outcome.type, outcome.payload["worker"], outcome.payload["attempt"]):
-            raise psycopg.Rollback()
-        return True
-    return False
+        raise
+    return stored is not None
 
 
 def _already_closed(attempt: int) -> Outcome:

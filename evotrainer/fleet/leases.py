@@ -97,19 +97,9 @@ started AS (
     RETURNING attempt)
 """
 
-# Closing a task doubles as its lock: the outcome is appended in the same transaction,
-# after this matched, so a task never records two outcomes (a second closer matches
-# nothing once the first commits).
-FINISH = """
-WITH closed AS (
-    UPDATE fleet_tasks SET state = %(state)s, finished_at = now(), lease_expires_at = NULL, last_error = %(error)s
-    WHERE event_id = %(event_id)s AND state IN ('pending', 'published', 'running')
-    RETURNING event_id),
-ended AS (
-    UPDATE fleet_attempts SET outcome = %(state)s, ended_at = now(), error = %(error)s
-    WHERE event_id IN (SELECT event_id FROM closed) AND attempt = %(attempt)s AND outcome = 'running')
-SELECT count(*) FROM closed
-"""
+# Closing a task (migration 0006's evotrainer_fleet_close(), see execute.py) doubles as
+# its lock: the outcome is appended in the same statement, after the close matched, so a
+# task never records two outcomes (a second closer matches nothing once the first commits).
 
 
 def claim_contended(conn: psycopg.Connection[Any], event_id: str, worker: str, lease_s: float,
@@ -155,13 +145,6 @@ def _claim_locked(conn: psycopg.Connection[Any], event_id: str, worker: str, lea
 def exhausted_message(attempts: int, max_attempts: int, last_error: str | None) -> str:
     why = last_error or "the worker running it was lost each time (killed, out of memory, or the host went away)"
     return f"gave up after {attempts} of {max_attempts} allowed attempts: {why}"
-
-
-def finish(conn: psycopg.Connection[Any], event_id: str, attempt: int, state: str, error: str | None = None) -> bool:
-    """Close the task as completed or failed, in the transaction that appends its outcome;
-    False (and nothing changed) when it was already closed."""
-    row = conn.execute(FINISH, {"state": state, "error": error, "event_id": event_id, "attempt": attempt}).fetchone()
-    return bool(row and row[0])
 
 
 def release(conn: psycopg.Connection[Any], event_id: str, attempt: int, worker: str, error: str) -> None:

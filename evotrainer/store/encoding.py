@@ -122,21 +122,42 @@ def event_hash(
     actor: str,
     recorded_at: str,
 ) -> str:
-    """sha256 over the predecessor's hash, the event's header and its canonical payload."""
-    header = orjson.dumps(
-        [
-            prev_hash,
-            event_id,
-            experiment,
-            branch,
-            seq,
-            event_type,
-            schema_version,
-            causation_id,
-            correlation_id,
-            idempotency_key,
-            actor,
-            recorded_at,
-        ]
+    """sha256 over the predecessor's hash, the event's header and its canonical payload:
+    the bytes of `["<prev_hash>", event_id, experiment, branch, seq, type, version,
+    causation, correlation, key, actor, recorded_at]`, a newline, the payload."""
+    before, after = hash_pieces(
+        event_id=event_id, experiment=experiment, branch=branch, event_type=event_type,
+        schema_version=schema_version, payload_json=payload_json, causation_id=causation_id,
+        correlation_id=correlation_id, idempotency_key=idempotency_key, actor=actor, recorded_at=recorded_at,
     )
-    return hashlib.sha256(header + b"\n" + payload_json).hexdigest()
+    return chain_hash(prev_hash, seq, before, after)
+
+
+def hash_pieces(
+    *,
+    event_id: str,
+    experiment: str,
+    branch: str,
+    event_type: str,
+    schema_version: int,
+    payload_json: bytes,
+    causation_id: str | None,
+    correlation_id: str | None,
+    idempotency_key: str | None,
+    actor: str,
+    recorded_at: str,
+) -> tuple[bytes, bytes]:
+    """An event's hashed bytes around the two values only known under its branch's lock
+    (the previous hash and the seq): what comes after the previous hash and before the
+    seq, and what comes after the seq. Migration 0006's evotrainer_append() joins them
+    exactly as chain_hash does, so hashes made on the server are these bytes too."""
+    before = orjson.dumps([event_id, experiment, branch])[1:-1] + b","
+    after = orjson.dumps(
+        [event_type, schema_version, causation_id, correlation_id, idempotency_key, actor, recorded_at]
+    )
+    return before, b"," + after[1:] + b"\n" + payload_json
+
+
+def chain_hash(prev_hash: str, seq: int, before: bytes, after: bytes) -> str:
+    """The hash of an event given its predecessor's hash, its seq and hash_pieces()."""
+    return hashlib.sha256(b'["' + prev_hash.encode() + b'",' + before + str(seq).encode() + after).hexdigest()

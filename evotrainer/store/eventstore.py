@@ -18,7 +18,7 @@ import getpass
 import os
 import socket
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,7 +42,7 @@ from evotrainer.events import latest_version, upcast
 from evotrainer.events.schemas import validate
 from evotrainer.refs import BranchRef, check_name
 from evotrainer.store import sql
-from evotrainer.store.encoding import GENESIS_HASH, encode_payload, event_hash, format_time
+from evotrainer.store.encoding import GENESIS_HASH, encode_payload, event_hash, format_time, hash_pieces
 from evotrainer.store.records import GlobalPosition, NewEvent, StoredEvent
 
 MAX_APPEND_ATTEMPTS = 20
@@ -118,8 +118,12 @@ def prepare(new: NewEvent) -> _Prepared:
     version = latest_version(new.type)
     validate(new.type, version, new.payload)  # also fills in the schema's defaults
     payload, payload_json = encode_payload(new.type, new.payload)
-    if new.idempotency_key is not None and not new.idempotency_key:
-        raise UsageError("an idempotency key must not be empty")
+    if new.idempotency_key is not None:
+        if not new.idempotency_key:
+            raise UsageError("an idempotency key must not be empty")
+        _check_text("idempotency key", new.idempotency_key)
+    if new.actor is not None:
+        _check_text("actor", new.actor)
     if new.causation_id is not None or new.correlation_id is not None:
         # Postgres keeps a UUID in its canonical form, and that form is what gets hashed.
         causation = _canonical_uuid("causation_id", new.causation_id)
@@ -127,6 +131,16 @@ def prepare(new: NewEvent) -> _Prepared:
         if (causation, correlation) != (new.causation_id, new.correlation_id):
             new = dataclasses.replace(new, causation_id=causation, correlation_id=correlation)
     return _Prepared(new, version, payload, payload_json)
+
+
+def _check_text(name: str, value: str) -> None:
+    """Postgres text holds neither NUL nor lone surrogates (which are not UTF-8)."""
+    if "\x00" in value:
+        raise UsageError(f"the {name} contains a NUL character")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise UsageError(f"the {name} is not valid Unicode (a lone surrogate)") from None
 
 
 def _canonical_uuid(name: str, value: Any) -> str | None:
@@ -170,6 +184,42 @@ class _SentInsert:
                 for row, p in zip(rows, chunk, strict=True)
             )
         return out
+
+
+class _ServerAppend(NamedTuple):
+    """An append sent as one statement (migration 0006): its arguments, and what is needed
+    to turn the rows it returns into stored events."""
+
+    info: BranchInfo
+    batch: _Batch
+    recorded_at: datetime
+    ids_and_actors: list[tuple[str, str]]
+    params: dict[str, Any]
+
+    def stored(self, rows: list[tuple[Any, ...]], expected_seq: int | None) -> list[StoredEvent]:
+        """One event per row, in batch order; ConcurrencyError or _BranchGone when the
+        function wrote nothing because of either."""
+        info = self.info
+        out: list[StoredEvent | None] = [None] * len(self.batch.events)
+        for row in rows:
+            outcome, index = row[0], row[1]
+            if outcome == "gone":
+                raise _BranchGone()
+            if outcome == "conflict":
+                raise ConcurrencyError(str(info.ref), -1 if expected_seq is None else expected_seq, row[7])
+            if outcome == "existing":
+                out[index] = row_to_event(row[2:])
+                continue
+            p = self.batch.prepared(index)
+            new = p.new
+            event_id, actor = self.ids_and_actors[index]
+            out[index] = StoredEvent(
+                row[2], int(row[3]), event_id, info.experiment, info.name, row[7], new.type, p.version, p.payload,
+                new.causation_id, new.correlation_id, new.idempotency_key, actor, self.recorded_at, row[16], row[17],
+            )
+        if any(event is None for event in out):
+            raise RuntimeError("evotrainer_append() returned no row for some events")
+        return out  # type: ignore[return-value]
 
 
 class EventStore:
@@ -328,23 +378,111 @@ class EventStore:
         keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
         if len(keys) != len(set(keys)):
             raise UsageError("a batch repeats an idempotency key")
+        if len(events) <= CHUNK_EVENTS:
+            appended = self.append_through(ref, events, sql.APPEND_CALL, {"expected_seq": expected_seq})
+            assert appended is not None  # evotrainer_append() returns a row per event
+            return appended
+        return self._append_pipelined(ref, events, keys, expected_seq)
+
+    def append_through(
+        self, ref: BranchRef, events: Sequence[NewEvent], statement: str, params: Mapping[str, Any]
+    ) -> list[StoredEvent] | None:
+        """Append a small batch in one statement, and return the events as stored.
+
+        `statement` passes the append's arguments (%(branch)s, %(fork_seq)s,
+        %(fork_hash)s, %(recorded_at)s, %(events)s, see sql.APPEND_CALL) to migration
+        0006's evotrainer_append(), or to a function of its own that does other work in
+        the same transaction and then appends through it (evotrainer_fleet_close()). It
+        returns that function's rows; no rows at all means the statement decided not to
+        append, and comes back as None. `params` holds the statement's other parameters.
+        """
         # Only a transaction we own is known to commit; inside a caller's it may roll back.
         owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         batch = _Batch(events)
-        # A bad event in a small batch is refused before any statement. Inside a caller's
-        # transaction every event is: there is no savepoint to undo chunks already sent.
-        for index in range(len(events) if not owns_transaction else min(len(events), CHUNK_EVENTS)):
+        for index in range(len(events)):  # a bad event is refused before any statement
             batch.prepared(index)
         info = self.branch(ref.branch_ref)
-        # A batch of several chunks is pipelined: its INSERTs travel without waiting on
-        # each other, and the server inserts a chunk while the next is prepared. A small
-        # append is not: psycopg's pipeline bookkeeping costs more than the round trips
-        # it saves on a handful of statements.
-        pipelined = len(events) > CHUNK_EVENTS
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            call = self._server_append(info, batch)
+            try:
+                # One statement in autocommit is a transaction of its own.
+                with self.conn.transaction() if owns_transaction and not self.conn.autocommit else nullcontext():
+                    rows = self.conn.execute(statement, {**params, **call.params}).fetchall()
+                if not rows:
+                    return None
+                stored = call.stored(rows, params.get("expected_seq"))
+            except _BranchGone:
+                self._forget(ref.branch_ref)
+                info = self.branch(ref.branch_ref)  # NotFoundError when it is gone for good
+                continue
+            except pg_errors.UniqueViolation as exc:
+                # Appends queue on the branch's lock and read the head under it, so only a
+                # writer that bypasses the store gets here. In our own transaction the next
+                # try reads the head it wrote (and the concurrency check sees it).
+                if not owns_transaction:
+                    raise BypassingWriterError(str(ref.branch_ref), exc.diag.constraint_name or "?") from None
+                continue
+            except psycopg.Error as exc:
+                if exc.sqlstate != sql.BRANCH_GONE_SQLSTATE:
+                    raise
+                self._forget(ref.branch_ref)
+                info = self.branch(ref.branch_ref)
+                continue
+            inserted = [row[1] for row in rows if row[0] == "inserted"]
+            if inserted:
+                last = stored[max(inserted)]
+                if owns_transaction:
+                    self._heads[info.branch_id] = (last.seq, last.hash)
+                else:
+                    self._heads.pop(info.branch_id, None)
+            return stored
+        raise ConcurrencyError(str(ref.branch_ref), -1, self.head(ref.branch_ref)[0])
+
+    def _server_append(self, info: BranchInfo, batch: _Batch) -> _ServerAppend:
+        """The arguments of evotrainer_append() for a prepared batch."""
+        recorded_at = datetime.now(UTC)
+        recorded_text = format_time(recorded_at)
+        items = []
+        actors = []
+        for index, event_id in enumerate(_new_uuids(len(batch.events))):
+            p = batch.prepared(index)
+            new = p.new
+            actor = new.actor or self.actor
+            before, after = hash_pieces(
+                event_id=event_id, experiment=info.experiment, branch=info.name, event_type=new.type,
+                schema_version=p.version, payload_json=p.payload_json, causation_id=new.causation_id,
+                correlation_id=new.correlation_id, idempotency_key=new.idempotency_key, actor=actor,
+                recorded_at=recorded_text,
+            )
+            items.append({
+                "idx": index, "event_id": event_id, "type": new.type, "schema_version": p.version,
+                "causation_id": new.causation_id, "correlation_id": new.correlation_id,
+                "idempotency_key": new.idempotency_key, "actor": actor, "before": before.decode(),
+                "after": after.decode(),
+            })
+            actors.append((event_id, actor))
+        params = {
+            "branch": info.branch_id, "fork_seq": info.fork_seq, "fork_hash": info.fork_hash,
+            "recorded_at": recorded_at, "events": Jsonb(orjson.dumps(items), dumps=_already_json),
+        }
+        return _ServerAppend(info, batch, recorded_at, actors, params)
+
+    def _append_pipelined(
+        self, ref: BranchRef, events: Sequence[NewEvent], keys: list[str], expected_seq: int | None
+    ) -> list[StoredEvent]:
+        """A batch of several chunks: its INSERTs travel without waiting on each other,
+        and the server inserts a chunk while the next is prepared."""
+        # Only a transaction we own is known to commit; inside a caller's it may roll back.
+        owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        batch = _Batch(events)
+        # Inside a caller's transaction every event is checked before any statement:
+        # there is no savepoint to undo chunks already sent.
+        for index in range(len(events) if not owns_transaction else CHUNK_EVENTS):
+            batch.prepared(index)
+        info = self.branch(ref.branch_ref)
         for _ in range(MAX_APPEND_ATTEMPTS):
             try:
-                with (self.conn.pipeline() if pipelined else nullcontext(),
-                      self.conn.transaction() if owns_transaction else nullcontext()):
+                with self.conn.pipeline(), self.conn.transaction() if owns_transaction else nullcontext():
                     existing, fresh, insert = self._append_in_transaction(
                         info, batch, keys, expected_seq, owns_transaction)
                 inserted = insert.stored() if insert is not None else []

@@ -39,7 +39,18 @@ EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key =
 # event's columns (EVENT_COLUMNS) for each key found (NULL when none was).
 LOCK_HEAD_AND_KEYS = "SELECT * FROM evotrainer_append_lookup(%s, %s)"
 
-# One statement per chunk: the rows travel as one JSON array that the server unpacks.
+# A small append in one statement: migration 0006's function takes the branch lock, reads
+# the head and existing keys, chains the hashes and inserts. EventStore.append_through
+# passes the keyword parameters other than expected_seq.
+APPEND_CALL = (
+    "SELECT * FROM evotrainer_append(%(branch)s, %(fork_seq)s, %(fork_hash)s, %(expected_seq)s,"
+    " %(recorded_at)s, %(events)s)"
+)
+# The SQLSTATE a function that appends through evotrainer_append() raises to undo its own
+# work when the branch turned out not to exist (its 'gone' row).
+BRANCH_GONE_SQLSTATE = "EV002"
+
+# One statement per chunk of a large batch: the rows travel as one JSON array that the server unpacks.
 # Cheaper than a round trip per row, and cheaper than array parameters, whose text
 # escaping is done row by row in Python; unlike COPY it returns the positions and the
 # transaction id the rows were given. Joining the branch row takes the branch lock and

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 import tests.fleet.kinds  # noqa: F401  (registers the test kinds)
-from evotrainer.events import TaskRequested
+from evotrainer.events import TaskCompleted, TaskRequested
 from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.execute import execute
 from evotrainer.fleet.inprocess import run_in_process
@@ -76,6 +76,21 @@ def test_a_second_delivery_is_skipped_and_records_nothing(exp: EventStore) -> No
     again = execute(exp, request.event_id, keeper)
     assert (again.state, again.detail) == ("skipped", "already completed")
     assert outcomes(exp) == {"t1": ["TaskCompleted"]}
+
+
+def test_an_outcome_appended_by_other_means_stands_and_the_worker_records_nothing(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="h1")
+    record_all(exp)
+    by_hand = TaskCompleted(task_id="h1", worker="by-hand", attempt=1, outputs={}, duration_s=0.0)
+    exp.append(MAIN, [NewEvent.of(by_hand, idempotency_key="h1:outcome")])
+    outcome = execute(exp, request.event_id, LeaseKeeper(conninfo_of(exp), "w:1", 5, 1))
+    assert (outcome.state, outcome.detail) == ("skipped", "another attempt already recorded the outcome")
+    done = [e for e in exp.read_branch(MAIN) if e.type == "TaskCompleted"]
+    assert [e.payload["worker"] for e in done] == ["by-hand"]
+    # The worker's close was undone with its append; the dispatcher closes the row from the event.
+    assert exp.conn.execute("SELECT state FROM fleet_tasks WHERE task_id = 'h1'").fetchone() == ("running",)
+    record_all(exp)
+    assert exp.conn.execute("SELECT state FROM fleet_tasks WHERE task_id = 'h1'").fetchone() == ("completed",)
 
 
 def test_domain_events_are_appended_with_the_completion_under_the_task_key(exp: EventStore) -> None:

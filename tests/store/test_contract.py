@@ -78,6 +78,23 @@ class TestHashChain:
         assert grandchild.prev_hash == forked.hash
         assert audit(store).intact
 
+    def test_server_and_client_hashed_appends_continue_one_chain(self, store: EventStore) -> None:
+        """Small appends are chained on the server, large ones by this process: mixed on
+        one branch (and on a fork) they make one gapless chain."""
+        store.create_experiment("exp")
+        sizes = [1, 3 * CHUNK_EVENTS, 2, CHUNK_EVENTS + 1, 1]
+        appended = []
+        for round_, size in enumerate(sizes):
+            appended += store.append(MAIN, [task(100 * round_ + i) for i in range(size)])
+        store.fork(BranchRef("exp", "main", 5), "alt")
+        store.append(BranchRef("exp", "alt"), [task(1)])
+        store.append(BranchRef("exp", "alt"), [task(i) for i in range(2 * CHUNK_EVENTS)])
+        assert [e.seq for e in appended] == list(range(2, 2 + sum(sizes)))
+        assert all(later.prev_hash == earlier.hash for earlier, later in zip(appended, appended[1:], strict=False))
+        assert store.read_branch(MAIN)[1:] == appended
+        report = audit(store)
+        assert report.intact, report.problems
+
 
 class TestOptimisticConcurrency:
     def test_a_stale_expected_seq_is_refused_and_nothing_is_written(self, store: EventStore) -> None:

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evotrainer.errors import InvalidPayloadError
+from evotrainer.errors import InvalidPayloadError, UsageError
 from evotrainer.events import Event, register, upcaster
 from evotrainer.events import base as event_registry
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 from evotrainer.store.audit import audit
-from evotrainer.store.encoding import encode_payload
+from evotrainer.store.encoding import encode_payload, event_hash, format_time
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
@@ -119,3 +119,48 @@ def test_the_fast_encoding_agrees_with_the_full_walk(value: object) -> None:
     except InvalidPayloadError:
         got = InvalidPayloadError
     assert got == expected
+
+
+metadata_text = st.text(min_size=1, max_size=12).filter(lambda text: "\x00" not in text)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=st.dictionaries(st.text(max_size=8), json_values, max_size=4), actor=metadata_text,
+       key=metadata_text, size=st.integers(1, 3))
+def test_hashes_chained_on_the_server_are_the_python_chain(
+    store: EventStore, config: dict, actor: str, key: str, size: int
+) -> None:
+    """Small appends are hashed by migration 0006's function from bytes this process
+    encoded; the chain must be exactly the one event_hash() (and so audit) computes."""
+    try:
+        encode_payload("ExperimentCreated", {"config": config})
+    except InvalidPayloadError:
+        return
+    name = f"e{uuid.uuid4().hex[:10]}"
+    store.create_experiment(name)
+    events = [NewEvent("ExperimentCreated", {"name": name, "config": config}, idempotency_key=f"{key}{i}",
+                       actor=actor, causation_id=str(uuid.uuid4())) for i in range(size)]
+    stored = store.append(BranchRef(name, "main"), events)
+    for event in [*stored, *store.read_branch(BranchRef(name, "main"))[1:]]:
+        assert event.hash == event_hash(
+            prev_hash=event.prev_hash, event_id=event.event_id, experiment=event.experiment, branch=event.branch,
+            seq=event.seq, event_type=event.type, schema_version=event.schema_version,
+            payload_json=encode_payload(event.type, event.payload)[1], causation_id=event.causation_id,
+            correlation_id=event.correlation_id, idempotency_key=event.idempotency_key, actor=event.actor,
+            recorded_at=format_time(event.recorded_at),
+        )
+    assert store.read_branch(BranchRef(name, "main"))[1:] == stored
+    report = audit(store, BranchRef(name, "main"))
+    assert report.intact, report.problems
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("actor", "a\x00b", "NUL"), ("idempotency_key", "k\x00", "NUL"), ("actor", "a\udc00", "surrogate"),
+    ("idempotency_key", "\ud800", "surrogate"),
+])
+def test_metadata_postgres_cannot_hold_is_refused(store: EventStore, field: str, value: str, problem: str) -> None:
+    store.create_experiment("meta")
+    event = NewEvent("TaskRequested", {"task_id": "t", "kind": "noop", "queue": "control"}, **{field: value})
+    with pytest.raises(UsageError, match=problem):
+        store.append(BranchRef("meta", "main"), [event])
+    assert len(store.read_branch(BranchRef("meta", "main"))) == 1
