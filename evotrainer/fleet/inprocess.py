@@ -67,7 +67,9 @@ def run_in_process(store: EventStore, cfg: FleetConfig | None = None,
 
 def _running_elsewhere(store: EventStore) -> bool:
     """Another process holds a live lease: wait for it (or for the lease to expire)."""
-    row = store.conn.execute("SELECT EXISTS (SELECT 1 FROM fleet_tasks WHERE state = 'running')").fetchone()
+    row = store.conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM fleet_tasks WHERE finished_at IS NULL AND state = 'running')"
+    ).fetchone()
     return bool(row and row[0])
 
 

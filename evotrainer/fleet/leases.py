@@ -22,11 +22,13 @@ import psycopg
 log = logging.getLogger(__name__)
 
 
-# Insert the hand-off row for a TaskRequested event; a second request with the same task
-# id on the branch names the same work, and is not run again.
-RECORD_HANDOFF = """
+# Insert the hand-off rows for a batch of TaskRequested events (one array per column: one
+# statement for the batch, where executemany would send and plan one per row); a second
+# request with the same task id on the branch names the same work, and is not run again.
+RECORD_HANDOFFS = """
 INSERT INTO fleet_tasks (event_id, experiment, branch, task_id, kind, queue, max_attempts, requested_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+SELECT * FROM unnest(%s::uuid[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
+                     %s::timestamptz[])
 ON CONFLICT DO NOTHING
 """
 

@@ -47,7 +47,8 @@ TAKE_FOR_PUBLISHING = """
 UPDATE fleet_tasks SET published_at = now()
  WHERE event_id IN (
      SELECT event_id FROM fleet_tasks
-      WHERE (state = 'pending'
+      WHERE finished_at IS NULL  -- the open tasks' index (migration 0007), in request order
+        AND (state = 'pending'
              AND (published_at IS NULL OR published_at < now() - make_interval(secs => %(lease_s)s)))
          OR (state = 'published' AND published_at < now() - make_interval(secs =>
              %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10))))
@@ -79,25 +80,25 @@ def crash_point(name: str) -> None:
 def record_handoffs(conn: psycopg.Connection[Any], events: list[StoredEvent]) -> int:
     """Subscription handler: hand-off rows for requests, closed rows for outcomes that
     were appended by someone other than a worker (they are already closed otherwise)."""
-    requests = [
-        (e.event_id, e.experiment, e.branch, e.payload["task_id"], e.payload["kind"], e.payload["queue"],
-         e.payload.get("max_attempts", 3), e.recorded_at)
-        for e in events if e.type == "TaskRequested"
-    ]
+    requests = [e for e in events if e.type == "TaskRequested"]
     if requests:
-        # executemany pipelines the inserts: one round trip for the batch, not one per row.
-        conn.cursor().executemany(leases.RECORD_HANDOFF, requests)
-    closed = [
-        ("completed" if e.type == "TaskCompleted" else "failed", e.recorded_at, e.experiment, e.branch,
-         e.payload["task_id"])
-        for e in events if e.type in ("TaskCompleted", "TaskFailed")
-    ]
+        conn.execute(leases.RECORD_HANDOFFS, [
+            [e.event_id for e in requests], [e.experiment for e in requests], [e.branch for e in requests],
+            [e.payload["task_id"] for e in requests], [e.payload["kind"] for e in requests],
+            [e.payload["queue"] for e in requests], [e.payload.get("max_attempts", 3) for e in requests],
+            [e.recorded_at for e in requests],
+        ])
+    closed = [e for e in events if e.type in ("TaskCompleted", "TaskFailed")]
     if closed:
-        conn.cursor().executemany(
-            "UPDATE fleet_tasks SET state = %s, finished_at = %s, lease_expires_at = NULL"
-            " WHERE experiment = %s AND branch = %s AND task_id = %s"
-            " AND state IN ('pending', 'published', 'running')",
-            closed,
+        # Outcomes appended by a worker closed their row already and match nothing here.
+        conn.execute(
+            "UPDATE fleet_tasks t SET state = c.state, finished_at = c.finished_at, lease_expires_at = NULL"
+            "  FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::text[])"
+            "       AS c(state, finished_at, experiment, branch, task_id)"
+            " WHERE (t.experiment, t.branch, t.task_id) = (c.experiment, c.branch, c.task_id)"
+            "   AND t.state IN ('pending', 'published', 'running')",
+            [["completed" if e.type == "TaskCompleted" else "failed" for e in closed], [e.recorded_at for e in closed],
+             [e.experiment for e in closed], [e.branch for e in closed], [e.payload["task_id"] for e in closed]],
         )
     return len(requests)
 
@@ -184,7 +185,8 @@ class Dispatcher:
         with conn.transaction():
             rows = conn.execute(
                 "SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks"
-                " WHERE state = 'running' AND lease_expires_at < now() FOR UPDATE SKIP LOCKED",
+                " WHERE finished_at IS NULL AND state = 'running' AND lease_expires_at < now()"
+                " FOR UPDATE SKIP LOCKED",
             ).fetchall()
             for event_id, attempts, max_attempts, worker in rows:
                 why = f"attempt {attempts} lost: the lease of {worker} expired without a heartbeat"

@@ -26,9 +26,12 @@ class FleetTask(SQLModel, table=True):
         sa.UniqueConstraint("experiment", "branch", "task_id"),
         sa.CheckConstraint("state IN ('pending', 'published', 'running', 'completed', 'failed')",
                            name="state_known"),
-        # The dispatcher's and reaper's scans only ever look at unfinished tasks.
-        sa.Index("ix_fleet_tasks_state_open", "state",
-                 postgresql_where=sa.text("state IN ('pending', 'published', 'running')")),
+        sa.CheckConstraint("(finished_at IS NULL) = (state IN ('pending', 'published', 'running'))",
+                           name="finished_when_closed"),
+        # The dispatcher's and reaper's scans only ever look at unfinished tasks. Not an
+        # index on `state`: see migration 0007 (rows updated in place).
+        sa.Index("ix_fleet_tasks_open_requested_at", "requested_at", postgresql_where=sa.text("finished_at IS NULL")),
+        {"postgresql_with": {"fillfactor": 50}},
     )
 
     event_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
@@ -54,9 +57,11 @@ class FleetAttempt(SQLModel, table=True):
     """One start of a task by a worker, and how it ended."""
 
     __tablename__ = "fleet_attempts"
+    __table_args__ = ({"postgresql_with": {"fillfactor": 70}},)
 
     event_id: uuid.UUID = Field(
-        sa_column=sa.Column(sa.Uuid, sa.ForeignKey("fleet_tasks.event_id"), primary_key=True)
+        # No foreign key: see migration 0007.
+        sa_column=sa.Column(sa.Uuid, primary_key=True)
     )
     attempt: int = Field(sa_column=sa.Column(sa.Integer, primary_key=True))
     worker: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
