@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -43,7 +44,7 @@ BATCH = 50
 # after which its dispatcher is presumed dead mid-publish and the row is published again
 # (a second delivery, which the lease makes harmless).
 PUBLISHING_LEASE_S = 30.0
-TAKE_FOR_PUBLISHING = """
+TAKE_FOR_PUBLISHING = f"""
 UPDATE fleet_tasks SET published_at = now()
  WHERE event_id IN (
      SELECT event_id FROM fleet_tasks
@@ -53,8 +54,24 @@ UPDATE fleet_tasks SET published_at = now()
          OR (state = 'published' AND published_at < now() - make_interval(secs =>
              %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10))))
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-RETURNING event_id::text, queue, requested_at
+RETURNING event_id::text, queue, requested_at, {leases.ASYNC_COMMIT}
 """
+# Only rows still waiting for a worker: one may have been claimed, or even finished,
+# while the batch was being published.
+MARK_PUBLISHED = f"""
+UPDATE fleet_tasks SET state = 'published', publish_count = publish_count + 1
+ WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')
+RETURNING {leases.ASYNC_COMMIT}
+"""
+# The outbox's own rows commit asynchronously: a crash of the server can only lose the
+# newest of them, and each loss leads to a second delivery, never to none. A lost
+# hand-off row goes with the subscription checkpoint that covered its request (so it is
+# recorded again); a lost "taken" or "published" mark lets the row be published again.
+# Every outcome a worker appends commits synchronously, which flushes all of these.
+#
+# Scans that only find work as time passes (re-publishing rows nobody started, the
+# reaper's expired leases) run at most this often when nothing new was recorded.
+RESCAN_S = 1.0
 # request_task() notifies this channel when its transaction commits, so the dispatcher
 # wakes at once instead of at its next poll; requests appended any other way are found
 # by polling. (A NOTIFY trigger on events would catch every append, but the events table
@@ -110,8 +127,11 @@ class Dispatcher:
         self.store = store
         self.cfg = cfg
         self.publisher = publisher
-        self.subscription = Subscription(store, SUBSCRIPTION)
+        self.subscription = Subscription(store, SUBSCRIPTION, durable=False)
         self._listening = False
+        self._publish_again = False
+        self._next_publish_scan = 0.0
+        self._next_reap = 0.0
 
     def wait(self, stop: threading.Event) -> None:
         """Sleep until a request is notified, `stop` is set, or poll_s has passed."""
@@ -145,14 +165,14 @@ class Dispatcher:
     def publish_due(self) -> int:
         """Publish pending hand-offs, and published ones nobody started for too long."""
         conn = self.store.conn
-        with conn.transaction():
-            rows = conn.execute(TAKE_FOR_PUBLISHING, {
-                "lease_s": PUBLISHING_LEASE_S, "republish_s": self.cfg.republish_after_s, "batch": BATCH,
-            }).fetchall()
+        # One statement, so its own transaction: no row stays locked while publishing.
+        rows = conn.execute(TAKE_FOR_PUBLISHING, {
+            "lease_s": PUBLISHING_LEASE_S, "republish_s": self.cfg.republish_after_s, "batch": BATCH,
+        }).fetchall()
         if not rows:
             return 0
         rows.sort(key=lambda row: row[2])  # oldest request first
-        good = [(queue, event_id) for event_id, queue, _ in rows if queue in QUEUES]
+        good = [(queue, event_id) for event_id, queue, _, _ in rows if queue in QUEUES]
         if good:
             ids = [event_id for _, event_id in good]
             try:
@@ -162,14 +182,8 @@ class Dispatcher:
                 conn.execute("UPDATE fleet_tasks SET published_at = NULL WHERE event_id = ANY(%s::uuid[])"
                              " AND state = 'pending'", (ids,))
                 raise
-            # Only rows still waiting for a worker: one may have been claimed, or even
-            # finished, while the batch was being published.
-            conn.execute(
-                "UPDATE fleet_tasks SET state = 'published', publish_count = publish_count + 1"
-                " WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')",
-                (ids,),
-            )
-        for event_id, queue, _ in rows:
+            conn.execute(MARK_PUBLISHED, (ids,))
+        for event_id, queue, _, _ in rows:
             if queue not in QUEUES:
                 self._refuse(event_id, queue)
         return len(rows)
@@ -208,13 +222,25 @@ class Dispatcher:
                     )
         return len(rows)
 
-    def step(self) -> int:
-        """One round; returns how much it did (0: idle)."""
+    def step(self, throttle: bool = False) -> int:
+        """One round; returns how much it did (0: idle). With `throttle`, publishing
+        runs only after new requests were recorded, after a full batch (more may be
+        due) or RESCAN_S after the last scan, and the reaper every RESCAN_S: a busy
+        dispatcher does not spend two statements a round on scans that find nothing."""
         done = self.record()
         if done:
             crash_point("dispatcher-before-publish")
-        done += self.publish_due()
-        done += self.reap()
+        now = time.monotonic()
+        if not throttle or done or self._publish_again or now >= self._next_publish_scan:
+            published = self.publish_due()
+            self._publish_again = published >= BATCH
+            self._next_publish_scan = now + RESCAN_S
+            done += published
+        if not throttle or now >= self._next_reap:
+            reaped = self.reap()
+            self._next_reap = now + RESCAN_S
+            self._publish_again = self._publish_again or reaped > 0
+            done += reaped
         return done
 
     def run(self, stop: threading.Event, reconnect: Callable[[], EventStore]) -> None:
@@ -223,7 +249,7 @@ class Dispatcher:
         lag_wait = 0.005
         while not stop.is_set():
             try:
-                busy = self.step()
+                busy = self.step(throttle=True)
                 failures = 0
                 if busy:
                     lag_wait = 0.005
@@ -253,7 +279,7 @@ class Dispatcher:
         try:
             self.store.close()
             self.store = reconnect()
-            self.subscription = Subscription(self.store, SUBSCRIPTION)
+            self.subscription = Subscription(self.store, SUBSCRIPTION, durable=False)
             self._listening = False
         except TRANSIENT_DB_ERRORS as exc:
             log.warning("cannot reconnect to the event store yet: %s", exc)

@@ -23,11 +23,23 @@ from evotrainer.store.records import GlobalPosition, StoredEvent
 
 Handler = Callable[[psycopg.Connection[Any], list[StoredEvent]], None]
 
+LOCK_CHECKPOINT = "SELECT transaction_id::text, position FROM subscriptions WHERE name = %s FOR UPDATE"
+# The same, and this transaction commits without waiting for its log to reach the disk.
+LOCK_CHECKPOINT_ASYNC = (
+    "SELECT transaction_id::text, position, set_config('synchronous_commit', 'off', true)"
+    "  FROM subscriptions WHERE name = %s FOR UPDATE"
+)
+
 
 class Subscription:
-    def __init__(self, store: EventStore, name: str) -> None:
+    """A named consumer of the global order. With `durable=False` its transactions commit
+    asynchronously (see `process`)."""
+
+    def __init__(self, store: EventStore, name: str, durable: bool = True) -> None:
         self.store = store
         self.name = name
+        self.durable = durable
+        self._row_exists = False
 
     def position(self) -> GlobalPosition:
         row = self.store.conn.execute(
@@ -36,17 +48,34 @@ class Subscription:
         return GlobalPosition(int(row[0]), row[1]) if row else GlobalPosition()
 
     def process(self, handler: Handler, limit: int = 1000) -> int:
-        """Handle the next batch of at most `limit` events; returns how many were handled."""
+        """Handle the next batch of at most `limit` events; returns how many were handled.
+
+        Events never change, so the next batch is read before any lock is taken: a
+        consumer with nothing to do costs two reads and no transaction. With work to
+        do, the checkpoint row is locked, and the batch is read again only if another
+        instance moved the checkpoint meanwhile.
+
+        A consumer whose output can be rebuilt from the log may commit asynchronously
+        (`durable=False`): a crash of the server can then lose its last batches, but
+        only together with the checkpoint that covered them, so they are handled again.
+        """
         conn = self.store.conn
-        with conn.transaction():
+        if not self._row_exists:
             conn.execute("INSERT INTO subscriptions (name) VALUES (%s) ON CONFLICT DO NOTHING", (self.name,))
+            self._row_exists = True
+        seen = self.position()
+        events = self.store.read_all(seen, limit)
+        if not events:
+            return 0
+        with conn.transaction():
             txid, position = conn.execute(
-                "SELECT transaction_id::text, position FROM subscriptions WHERE name = %s FOR UPDATE",
-                (self.name,),
-            ).fetchone()  # type: ignore[misc]
-            events = self.store.read_all(GlobalPosition(int(txid), position), limit)
-            if not events:
-                return 0
+                LOCK_CHECKPOINT if self.durable else LOCK_CHECKPOINT_ASYNC, (self.name,)
+            ).fetchone()[:2]  # type: ignore[index]
+            locked = GlobalPosition(int(txid), position)
+            if locked != seen:
+                events = self.store.read_all(locked, limit)
+                if not events:
+                    return 0
             handler(conn, events)
             last = events[-1]
             conn.execute(
