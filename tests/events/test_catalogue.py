@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from evotrainer.errors import InvalidPayloadError, UsageError
 from evotrainer.events import ExperimentCreated, all_models, event_types, model_for
-from evotrainer.events.schemas import render, schema_filename, schema_for, validate
+from evotrainer.events.schemas import _defaults_filler, render, schema_filename, schema_for, validate
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 REQUIRED = {
@@ -85,3 +85,43 @@ def test_the_validator_agrees_with_pydantic(payload: dict) -> None:
     except InvalidPayloadError:
         schema_ok = False
     assert model_ok == schema_ok, json.dumps(payload)
+
+
+def test_a_refusal_names_the_offending_field() -> None:
+    with pytest.raises(InvalidPayloadError, match=r"data\.task_id: .*shorter than 1"):
+        validate("TaskRequested", 2, {"task_id": "", "kind": "noop", "queue": "control"})
+
+
+def test_valid_payloads_get_the_schema_defaults_they_left_out() -> None:
+    payload = {"task_id": "t", "kind": "noop", "queue": "control"}
+    validate("TaskRequested", 2, payload)
+    # (A default made by a factory, like `inputs`, is not in the schema: the model adds it on read.)
+    assert payload == {"task_id": "t", "kind": "noop", "queue": "control", "max_attempts": 3}
+
+
+def test_defaults_are_filled_at_every_depth_without_sharing_objects() -> None:
+    schema = {
+        "$defs": {
+            "Leaf": {"type": "object", "properties": {"tags": {"type": "array", "default": []},
+                                                         "child": {"anyOf": [{"$ref": "#/$defs/Leaf"}, {"type": "null"}]}}},
+        },
+        "type": "object",
+        "properties": {
+            "one": {"$ref": "#/$defs/Leaf"},
+            "many": {"type": "array", "items": {"$ref": "#/$defs/Leaf"}},
+            "named": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Leaf"}},
+            "level": {"type": "integer", "default": 1},
+        },
+    }
+    fill = _defaults_filler(schema, schema["$defs"], ())
+    assert fill is not None
+    value: dict = {"one": {"child": {}}, "many": [{}, {"tags": ["kept"]}], "named": {"a": {}}}
+    fill(value)
+    assert value == {
+        "one": {"tags": [], "child": {}},  # a recursive model fills the level it is reached at
+        "many": [{"tags": []}, {"tags": ["kept"]}],
+        "named": {"a": {"tags": []}},
+        "level": 1,
+    }
+    assert value["one"]["tags"] is not value["many"][0]["tags"]
+    assert _defaults_filler({"type": "object", "properties": {"x": {"type": "string"}}}, {}, ()) is None
