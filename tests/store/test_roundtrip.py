@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +16,7 @@ from evotrainer.events import base as event_registry
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 from evotrainer.store.audit import audit
-from evotrainer.store.encoding import encode_payload, event_hash, format_time
+from evotrainer.store.encoding import chain_hash, encode_payload, event_hash, format_time, hash_pieces
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
@@ -164,3 +166,21 @@ def test_metadata_postgres_cannot_hold_is_refused(store: EventStore, field: str,
     with pytest.raises(UsageError, match=problem):
         store.append(BranchRef("meta", "main"), [event])
     assert len(store.read_branch(BranchRef("meta", "main"))) == 1
+
+
+@given(text=st.text(max_size=12), seq=st.integers(1, 2**62), version=st.integers(1, 99),
+       payload=st.dictionaries(st.text(max_size=6), st.text(max_size=6), max_size=3),
+       optional=st.lists(st.none() | st.text(max_size=8), min_size=3, max_size=3))
+def test_the_server_hash_pieces_join_into_the_client_hash(
+    text: str, seq: int, version: int, payload: dict, optional: list
+) -> None:
+    """The two encodings of the hashed bytes (one call on the client path; two pieces
+    around the previous hash and the seq for migration 0006's function) agree."""
+    fields: dict[str, Any] = {
+        "event_id": text, "experiment": f"e{text}", "branch": f"b{text}", "event_type": f"T{text}",
+        "schema_version": version, "payload_json": orjson.dumps(payload), "causation_id": optional[0],
+        "correlation_id": optional[1], "idempotency_key": optional[2], "actor": text or "a",
+        "recorded_at": "2026-12-03T07:00:00.000000+00:00",
+    }
+    prev = "ab" * 32
+    assert chain_hash(prev, seq, *hash_pieces(**fields)) == event_hash(prev_hash=prev, seq=seq, **fields)
