@@ -153,8 +153,8 @@ def _canonical_uuid(name: str, value: Any) -> str | None:
 
 
 class _BranchGone(Exception):
-    """The INSERT found no branch row: the cached branch was created in a transaction
-    that rolled back. Nothing was written."""
+    """No branch row where a cached branch said: it was created in a transaction that
+    rolled back. Nothing was written, and the transaction can go on."""
 
 
 @dataclass
@@ -164,19 +164,20 @@ class _SentInsert:
 
     info: BranchInfo
     recorded_at: datetime
+    lock: psycopg.Cursor[Any]
+    """sql.LOCK_BRANCH's cursor: the transaction id."""
     chunks: list[tuple[list[_Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = field(default_factory=list)
 
     def stored(self) -> list[StoredEvent]:
-        """The events as stored; _BranchGone when the branch row was not there."""
+        """The events as stored."""
         info = self.info
+        txid = int(self.lock.fetchone()[0])  # type: ignore[index]
         out: list[StoredEvent] = []
         for chunk, rows, cursor in self.chunks:
-            placed = {seq: (position, int(txid)) for seq, position, txid in cursor.fetchall()}
-            if len(placed) != len(rows):
-                raise _BranchGone()
+            placed = dict(cursor.fetchall())
             out.extend(
                 StoredEvent(
-                    placed[row["seq"]][0], placed[row["seq"]][1], row["event_id"], info.experiment, info.name,
+                    placed[row["seq"]], txid, row["event_id"], info.experiment, info.name,
                     row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
                     p.new.correlation_id, p.new.idempotency_key, row["actor"], self.recorded_at,
                     row["prev_hash"], row["hash"],
@@ -505,6 +506,14 @@ class EventStore:
                     if actual != expected_seq:
                         raise ConcurrencyError(str(ref.branch_ref), expected_seq, actual) from None
                 continue
+            except psycopg.Error as exc:
+                if exc.sqlstate != sql.BRANCH_GONE_SQLSTATE:
+                    raise
+                # A cached head was trusted (only in a transaction of our own, rolled back
+                # now) for a branch created in a transaction that rolled back.
+                self._forget(ref.branch_ref)
+                info = self.branch(ref.branch_ref)  # NotFoundError when it is gone for good
+                continue
             if inserted and owns_transaction:
                 self._heads[info.branch_id] = (inserted[-1].seq, inserted[-1].hash)
             elif inserted:
@@ -530,7 +539,9 @@ class EventStore:
         existing: dict[str, StoredEvent] = {}
         head: tuple[int, str] | None = cached
         if cached is None:
-            rows = self.conn.execute(sql.LOCK_HEAD_AND_KEYS, (info.branch_id, keys)).fetchall()
+            rows = self.conn.execute(sql.LOCK_HEAD_AND_KEYS, {"branch": info.branch_id, "keys": keys}).fetchall()
+            if not rows:
+                raise _BranchGone()
             if rows[0][0] is not None:
                 head = (rows[0][0], rows[0][1])
             found = [row[2:] for row in rows if row[2] is not None] if keys else []
@@ -559,7 +570,8 @@ class EventStore:
         `prepared` may be lazy: each chunk is drawn from it only after the previous chunk
         was sent, which is what lets the server work while the events are prepared.
         """
-        sent = _SentInsert(info, datetime.now(UTC))
+        lock = self.conn.cursor().execute(sql.LOCK_BRANCH, (info.branch_id,))
+        sent = _SentInsert(info, datetime.now(UTC), lock)
         recorded_text = format_time(sent.recorded_at)
         pending = iter(prepared)
         prev, seq = head_hash, head_seq
@@ -582,8 +594,8 @@ class EventStore:
                     "actor": actor, "prev_hash": prev, "hash": digest,
                 })
                 prev = digest
-            cursor = self.conn.cursor().execute(sql.INSERT_BATCH, (
-                info.branch_id, sent.recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json), info.branch_id,
+            cursor = self.conn.cursor().execute(sql.INSERT_ROWS, (
+                info.branch_id, sent.recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json),
             ))
             sent.chunks.append((chunk, rows, cursor))
         return sent

@@ -23,9 +23,9 @@ SELECT branch_id, experiment, name, parent_id, fork_seq FROM chain ORDER BY dept
 HEAD = "SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1"
 
 # Every append holds its branch's lock (advisory, to the end of the transaction; the
-# class number keeps it apart from other users of advisory locks, and migration 0005's
-# function takes the same one) before it reads the head, or, when it trusts a head it
-# cached, within its INSERT (the lock is re-entrant).
+# class number keeps it apart from other users of advisory locks, and the functions of
+# migrations 0005, 0006 and 0008 take the same one) before it reads the head, or, when it
+# trusts a head it cached, before its first INSERT (the lock is re-entrant).
 # Two appends to one branch take turns instead of racing for a seq, so one that read the
 # head never inserts, fails and starts over, and an append inside a caller's transaction
 # needs no savepoint. Appends to different branches never share a lock.
@@ -34,10 +34,14 @@ BRANCH_LOCK_CLASS = 1702260069
 EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key = ANY(%s)"
 
 # The branch lock, then the head and the events already holding some keys: one round
-# trip (migration 0005 says why this is a function). Always one row whose first two
-# columns are the head (NULL when the branch has no events of its own), followed by an
-# event's columns (EVENT_COLUMNS) for each key found (NULL when none was).
-LOCK_HEAD_AND_KEYS = "SELECT * FROM evotrainer_append_lookup(%s, %s)"
+# trip (migration 0005 says why this is a function). One row whose first two columns are
+# the head (NULL when the branch has no events of its own), followed by an event's
+# columns (EVENT_COLUMNS) for each key found (NULL when none was); no row at all when the
+# branch does not exist (a one-time filter: the function does not run).
+LOCK_HEAD_AND_KEYS = (
+    "SELECT * FROM evotrainer_append_lookup(%(branch)s, %(keys)s)"
+    " WHERE EXISTS (SELECT 1 FROM branches WHERE branch_id = %(branch)s)"
+)
 
 # A small append in one statement: migration 0006's function takes the branch lock, reads
 # the head and existing keys, chains the hashes and inserts. EventStore.append_through
@@ -50,14 +54,16 @@ APPEND_CALL = (
 # work when the branch turned out not to exist (its 'gone' row).
 BRANCH_GONE_SQLSTATE = "EV002"
 
-# One statement per chunk of a large batch: the rows travel as one JSON array that the server unpacks.
-# Cheaper than a round trip per row, and cheaper than array parameters, whose text
-# escaping is done row by row in Python; unlike COPY it returns the positions and the
-# transaction id the rows were given. Joining the branch row takes the branch lock and
-# inserts nothing when the branch does not exist (a branch cached from a transaction
-# that rolled back): events has no foreign key, and this check costs one lookup per
-# statement instead of one per row.
-INSERT_BATCH = f"""
+# The first statement of a large append (migration 0008): the branch lock for the rest
+# of the transaction, failing with BRANCH_GONE_SQLSTATE (and so aborting the pipelined
+# INSERTs behind it) when the branch row is missing; returns the transaction id.
+LOCK_BRANCH = "SELECT evotrainer_lock_branch(%s)"
+
+# Then one statement per chunk: the rows travel as one JSON array that the server
+# unpacks. Cheaper than a round trip per row, and cheaper than array parameters, whose
+# text escaping is done row by row in Python; unlike COPY it returns the positions the
+# rows were given. (events has no foreign key to branches: LOCK_BRANCH checked the row.)
+INSERT_ROWS = """
 INSERT INTO events (event_id, branch_id, seq, type, schema_version, payload, causation_id,
                     correlation_id, idempotency_key, actor, recorded_at, prev_hash, hash)
 SELECT r.event_id, %s, r.seq, r.type, r.schema_version, r.payload, r.causation_id,
@@ -65,9 +71,7 @@ SELECT r.event_id, %s, r.seq, r.type, r.schema_version, r.payload, r.causation_i
   FROM jsonb_to_recordset(%s::jsonb) AS r(
        event_id uuid, seq bigint, type text, schema_version int, payload jsonb, causation_id uuid,
        correlation_id uuid, idempotency_key text, actor text, prev_hash text, hash text)
- CROSS JOIN (SELECT pg_advisory_xact_lock({BRANCH_LOCK_CLASS}, (b.branch_id %% 2147483647)::int)
-               FROM branches b WHERE b.branch_id = %s) AS branch_lock
-RETURNING seq, position, transaction_id::text
+RETURNING seq, position
 """
 
 # Readers following the global order. Positions come from a sequence, so a transaction

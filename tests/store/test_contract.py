@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 
 import psycopg
 import pytest
 
-from evotrainer.errors import ConcurrencyError, InvalidPayloadError, UsageError
+from evotrainer.errors import ConcurrencyError, InvalidPayloadError, NotFoundError, UsageError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, GlobalPosition, NewEvent
 from evotrainer.store.audit import audit
@@ -145,17 +146,35 @@ def test_an_append_inside_a_callers_transaction_waits_its_turn_on_the_branch(sto
     assert audit(store).intact
 
 
-def test_a_branch_cached_from_a_rolled_back_transaction_is_resolved_again(store: EventStore) -> None:
-    """Events have no foreign key; the INSERT itself finds that the cached branch is gone."""
+@pytest.mark.parametrize("size", [2, 3 * CHUNK_EVENTS])
+@pytest.mark.parametrize("in_callers_transaction", [False, True])
+def test_a_branch_cached_from_a_rolled_back_transaction_is_resolved_again(
+    store: EventStore, size: int, in_callers_transaction: bool
+) -> None:
+    """Events have no foreign key; the append finds that the cached branch is gone, in a
+    small append (one statement), a large one trusting a cached head (its lock statement)
+    and a large one in a caller's transaction (the head lookup), and tries again."""
+    with pytest.raises(RuntimeError), store.transaction():
+        store.create_experiment("exp")
+        store.append(MAIN, [task(i) for i in range(size)])  # caches the branch and its head
+        raise RuntimeError("rolled back")
+    store.create_experiment("exp")  # the same name, a new branch id
+    with store.transaction() if in_callers_transaction else nullcontext():
+        appended = store.append(MAIN, [task(i) for i in range(size)])
+    assert [e.seq for e in appended] == list(range(2, size + 2))
+    assert [e.seq for e in store.read_branch(MAIN)] == list(range(1, size + 2))
+    assert audit(store).intact  # no event outside a branch
+
+
+def test_appending_to_a_branch_that_never_committed_is_not_found(store: EventStore) -> None:
     with pytest.raises(RuntimeError), store.transaction():
         store.create_experiment("exp")
         store.append(MAIN, [task(1)])
         raise RuntimeError("rolled back")
-    store.create_experiment("exp")  # the same name, a new branch id
-    appended = store.append(MAIN, [task(2), task(3)])
-    assert [e.seq for e in appended] == [2, 3]
-    assert [e.seq for e in store.read_branch(MAIN)] == [1, 2, 3]
-    assert audit(store).intact  # no event outside a branch
+    for size in (1, 3 * CHUNK_EVENTS):
+        with pytest.raises(NotFoundError, match="no branch exp/main"):
+            store.append(MAIN, [task(i) for i in range(size)])
+    assert count_events(store) == 0
 
 
 def test_causation_and_correlation_ids_are_stored_and_hashed_in_canonical_form(store: EventStore) -> None:
