@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import time
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,11 +176,16 @@ def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state
     Closing first locks the row, so no other attempt can append an outcome (or domain
     events) until this commits, and one commit makes both durable: the dispatcher never
     reads an outcome whose row is still open. An outcome already in the branch under the
-    outcome's key (appended by other means) stands, and this is undone.
+    outcome's key (appended by other means) stands, and this is undone. Inside a caller's
+    transaction (the reaper's) the statement runs under a savepoint, so that undoing it
+    leaves the caller's transaction usable.
     """
     params = {"task": event.event_id, "attempt": attempt, "state": state, "error": error}
+    in_callers_transaction = store.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
     try:
-        stored = store.append_through(BranchRef(event.experiment, event.branch), events, CLOSE_AND_APPEND, params)
+        with store.transaction() if in_callers_transaction else nullcontext():
+            stored = store.append_through(
+                BranchRef(event.experiment, event.branch), events, CLOSE_AND_APPEND, params)
     except psycopg.Error as exc:
         if exc.sqlstate == OUTCOME_TAKEN_SQLSTATE:
             return False

@@ -20,6 +20,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any, Protocol
 
 import psycopg
@@ -49,12 +50,18 @@ UPDATE fleet_tasks SET published_at = now()
  WHERE event_id IN (
      SELECT event_id FROM fleet_tasks
       WHERE finished_at IS NULL  -- the open tasks' index (migration 0007), in request order
-        AND (state = 'pending'
-             AND (published_at IS NULL OR published_at < now() - make_interval(secs => %(lease_s)s)))
-         OR (state = 'published' AND published_at < now() - make_interval(secs =>
-             %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10))))
+        AND ((state = 'pending'
+              AND (published_at IS NULL OR published_at < now() - make_interval(secs => %(lease_s)s)))
+             OR (state = 'published' AND published_at < now() - make_interval(secs =>
+                 %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10)))))
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 RETURNING event_id::text, queue, requested_at, {leases.ASYNC_COMMIT}
+"""
+# Running tasks whose lease expired: their worker vanished.
+REAP_EXPIRED = """
+SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks
+ WHERE finished_at IS NULL AND state = 'running' AND lease_expires_at < now()
+   FOR UPDATE SKIP LOCKED
 """
 # Only rows still waiting for a worker: one may have been claimed, or even finished,
 # while the batch was being published.
@@ -165,10 +172,12 @@ class Dispatcher:
     def publish_due(self) -> int:
         """Publish pending hand-offs, and published ones nobody started for too long."""
         conn = self.store.conn
-        # One statement, so its own transaction: no row stays locked while publishing.
-        rows = conn.execute(TAKE_FOR_PUBLISHING, {
-            "lease_s": PUBLISHING_LEASE_S, "republish_s": self.cfg.republish_after_s, "batch": BATCH,
-        }).fetchall()
+        # One statement, a transaction of its own on the store's autocommit connection (and
+        # one made explicit on any other): no row stays locked while publishing.
+        with nullcontext() if conn.autocommit else conn.transaction():
+            rows = conn.execute(TAKE_FOR_PUBLISHING, {
+                "lease_s": PUBLISHING_LEASE_S, "republish_s": self.cfg.republish_after_s, "batch": BATCH,
+            }).fetchall()
         if not rows:
             return 0
         rows.sort(key=lambda row: row[2])  # oldest request first
@@ -182,7 +191,8 @@ class Dispatcher:
                 conn.execute("UPDATE fleet_tasks SET published_at = NULL WHERE event_id = ANY(%s::uuid[])"
                              " AND state = 'pending'", (ids,))
                 raise
-            conn.execute(MARK_PUBLISHED, (ids,))
+            with nullcontext() if conn.autocommit else conn.transaction():
+                conn.execute(MARK_PUBLISHED, (ids,))
         for event_id, queue, _, _ in rows:
             if queue not in QUEUES:
                 self._refuse(event_id, queue)
@@ -197,11 +207,7 @@ class Dispatcher:
         TaskFailed on those that have used every allowed attempt."""
         conn = self.store.conn
         with conn.transaction():
-            rows = conn.execute(
-                "SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks"
-                " WHERE finished_at IS NULL AND state = 'running' AND lease_expires_at < now()"
-                " FOR UPDATE SKIP LOCKED",
-            ).fetchall()
+            rows = conn.execute(REAP_EXPIRED).fetchall()
             for event_id, attempts, max_attempts, worker in rows:
                 why = f"attempt {attempts} lost: the lease of {worker} expired without a heartbeat"
                 log.warning("%s: %s", event_id, why)

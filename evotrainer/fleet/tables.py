@@ -30,8 +30,8 @@ class FleetTask(SQLModel, table=True):
                            name="finished_when_closed"),
         # The dispatcher's and reaper's scans only ever look at unfinished tasks. Not an
         # index on `state`: see migration 0007 (rows updated in place).
+        # (Migration 0007 also sets the table's fillfactor; alembic does not compare it.)
         sa.Index("ix_fleet_tasks_open_requested_at", "requested_at", postgresql_where=sa.text("finished_at IS NULL")),
-        {"postgresql_with": {"fillfactor": 50}},
     )
 
     event_id: uuid.UUID = Field(sa_column=sa.Column(sa.Uuid, primary_key=True))
@@ -57,7 +57,6 @@ class FleetAttempt(SQLModel, table=True):
     """One start of a task by a worker, and how it ended."""
 
     __tablename__ = "fleet_attempts"
-    __table_args__ = ({"postgresql_with": {"fillfactor": 70}},)
 
     event_id: uuid.UUID = Field(
         # No foreign key: see migration 0007.

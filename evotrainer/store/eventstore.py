@@ -376,9 +376,7 @@ class EventStore:
         """
         if not events:
             return []
-        keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
-        if len(keys) != len(set(keys)):
-            raise UsageError("a batch repeats an idempotency key")
+        keys = _distinct_keys(events)
         if len(events) <= CHUNK_EVENTS:
             appended = self.append_through(ref, events, sql.APPEND_CALL, {"expected_seq": expected_seq})
             assert appended is not None  # evotrainer_append() returns a row per event
@@ -388,7 +386,8 @@ class EventStore:
     def append_through(
         self, ref: BranchRef, events: Sequence[NewEvent], statement: str, params: Mapping[str, Any]
     ) -> list[StoredEvent] | None:
-        """Append a small batch in one statement, and return the events as stored.
+        """Append a batch in one statement, and return the events as stored (append()
+        sends batches of up to CHUNK_EVENTS this way, through sql.APPEND_CALL).
 
         `statement` passes the append's arguments (%(branch)s, %(fork_seq)s,
         %(fork_hash)s, %(recorded_at)s, %(events)s, see sql.APPEND_CALL) to migration
@@ -397,6 +396,7 @@ class EventStore:
         returns that function's rows; no rows at all means the statement decided not to
         append, and comes back as None. `params` holds the statement's other parameters.
         """
+        _distinct_keys(events)
         # Only a transaction we own is known to commit; inside a caller's it may roll back.
         owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         batch = _Batch(events)
@@ -426,7 +426,11 @@ class EventStore:
             except psycopg.Error as exc:
                 if exc.sqlstate != sql.BRANCH_GONE_SQLSTATE:
                     raise
+                # Raised by a statement that had work of its own to undo. A caller's
+                # transaction is aborted now: the branch cannot be looked up again in it.
                 self._forget(ref.branch_ref)
+                if not owns_transaction:
+                    raise NotFoundError(f"no branch {ref.branch_ref}") from None
                 info = self.branch(ref.branch_ref)
                 continue
             inserted = [row[1] for row in rows if row[0] == "inserted"]
@@ -437,7 +441,8 @@ class EventStore:
                 else:
                     self._heads.pop(info.branch_id, None)
             return stored
-        raise ConcurrencyError(str(ref.branch_ref), -1, self.head(ref.branch_ref)[0])
+        expected = params.get("expected_seq")
+        raise ConcurrencyError(str(ref.branch_ref), -1 if expected is None else expected, self.head(ref.branch_ref)[0])
 
     def _server_append(self, info: BranchInfo, batch: _Batch) -> _ServerAppend:
         """The arguments of evotrainer_append() for a prepared batch."""
@@ -671,6 +676,15 @@ def _clip(segments: tuple[tuple[int, int, int | None], ...], seq: int) -> tuple[
             continue
         clipped.append((branch_id, after, seq if upto is None else min(upto, seq)))
     return tuple(clipped)
+
+
+def _distinct_keys(events: Sequence[NewEvent]) -> list[str]:
+    """The batch's idempotency keys; UsageError when one repeats (the second event would
+    silently come back as the first)."""
+    keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
+    if len(keys) != len(set(keys)):
+        raise UsageError("a batch repeats an idempotency key")
+    return keys
 
 
 def _is_key_conflict(exc: pg_errors.UniqueViolation) -> bool:

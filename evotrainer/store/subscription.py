@@ -3,11 +3,12 @@
     sub = Subscription(store, "projections")
     sub.process(lambda conn, events: write_rows(conn, events))
 
-`process` runs in one transaction: it locks the subscription's row (so two instances of
-the same consumer never interleave), reads the next committed events, lets the handler
-write its output on the same connection, and moves the checkpoint. Commit makes the
-output and the new position durable together; a crash rolls both back, so every event
-is handled exactly once as far as the database can tell.
+`process` reads the next committed events (events never change, so this needs no lock),
+then, in one transaction, locks the subscription's row (so two instances of the same
+consumer never interleave; the batch is read again if another one moved the checkpoint
+meanwhile), lets the handler write its output on the same connection, and moves the
+checkpoint. Commit makes the output and the new position durable together; a crash
+rolls both back, so every event is handled exactly once as far as the database can tell.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ class Subscription:
         self.store = store
         self.name = name
         self.durable = durable
-        self._row_exists = False
 
     def position(self) -> GlobalPosition:
         row = self.store.conn.execute(
@@ -60,18 +60,20 @@ class Subscription:
         only together with the checkpoint that covered them, so they are handled again.
         """
         conn = self.store.conn
-        if not self._row_exists:
-            conn.execute("INSERT INTO subscriptions (name) VALUES (%s) ON CONFLICT DO NOTHING", (self.name,))
-            self._row_exists = True
-        seen = self.position()
-        events = self.store.read_all(seen, limit)
-        if not events:
-            return 0
+        seen: GlobalPosition | None = None
+        if conn.autocommit:  # (on any other connection a read would open a transaction)
+            seen = self.position()
+            events = self.store.read_all(seen, limit)
+            if not events:
+                return 0
+        lock = LOCK_CHECKPOINT if self.durable else LOCK_CHECKPOINT_ASYNC
         with conn.transaction():
-            txid, position = conn.execute(
-                LOCK_CHECKPOINT if self.durable else LOCK_CHECKPOINT_ASYNC, (self.name,)
-            ).fetchone()[:2]  # type: ignore[index]
-            locked = GlobalPosition(int(txid), position)
+            row = conn.execute(lock, (self.name,)).fetchone()
+            if row is None:  # the consumer's first batch: its checkpoint row starts at zero
+                conn.execute("INSERT INTO subscriptions (name) VALUES (%s) ON CONFLICT DO NOTHING", (self.name,))
+                row = conn.execute(lock, (self.name,)).fetchone()
+            assert row is not None
+            locked = GlobalPosition(int(row[0]), row[1])
             if locked != seen:
                 events = self.store.read_all(locked, limit)
                 if not events:

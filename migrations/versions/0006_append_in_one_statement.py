@@ -116,7 +116,7 @@ END
 $$
 """
 
-# Close a fleet task (as leases.FINISH does) and append its events, the last of which is
+# Close a fleet task (its row and its attempt) and append its events, the last of which is
 # its outcome. No rows: the task was already closed, nothing written. If the outcome's key
 # was already in the branch (an outcome appended by other means), the whole statement is
 # undone with SQLSTATE EV001, and so is a close whose branch is gone (EV002).

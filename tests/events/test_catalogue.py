@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pydantic
@@ -125,3 +126,9 @@ def test_defaults_are_filled_at_every_depth_without_sharing_objects() -> None:
     }
     assert value["one"]["tags"] is not value["many"][0]["tags"]
     assert _defaults_filler({"type": "object", "properties": {"x": {"type": "string"}}}, {}, ()) is None
+
+
+@pytest.mark.parametrize("value", [datetime.now(UTC), {1, 2}, object()])
+def test_python_values_that_are_not_json_are_refused_cleanly(value: object) -> None:
+    with pytest.raises(InvalidPayloadError, match="not JSON"):
+        validate("TaskRequested", 2, {"task_id": value, "kind": "noop", "queue": "control"})

@@ -15,7 +15,7 @@ from evotrainer.fleet.execute import execute
 from evotrainer.fleet.inprocess import run_in_process
 from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
 from evotrainer.fleet.listing import list_tasks
-from evotrainer.fleet.outbox import Dispatcher
+from evotrainer.fleet.outbox import REAP_EXPIRED, RESCAN_S, TAKE_FOR_PUBLISHING, Dispatcher
 from evotrainer.fleet.registry import request_task
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
@@ -168,6 +168,61 @@ def test_a_task_whose_every_attempt_was_lost_fails_after_max_attempts(exp: Event
     assert (failed.type, failed.payload["error_class"]) == ("TaskFailed", "AttemptsExhausted")
     assert "gave up after 2 of 2 allowed attempts" in failed.payload["message"]
     assert run_in_process(exp, CFG) == []
+
+
+def test_the_reaper_goes_on_past_a_task_whose_outcome_was_appended_by_other_means(exp: EventStore) -> None:
+    """The reaper closes tasks inside its own transaction; a close undone because the
+    outcome already exists must not abort the others (it runs under a savepoint)."""
+    requests = [request_task(exp, MAIN, "noop", task_id=f"x{i}", max_attempts=1) for i in range(3)]
+    dispatcher = record_all(exp)
+    exp.conn.execute(
+        "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = 'gone-host:1',"
+        " lease_expires_at = now() - interval '1 second' WHERE event_id = ANY(%s::uuid[])",
+        ([r.event_id for r in requests],))
+    by_hand = TaskCompleted(task_id="x1", worker="by-hand", attempt=1, outputs={}, duration_s=0.0)
+    exp.append(MAIN, [NewEvent.of(by_hand, idempotency_key="x1:outcome")])
+    assert dispatcher.reap() == 3
+    assert outcomes(exp) == {"x0": ["TaskFailed"], "x1": ["TaskCompleted"], "x2": ["TaskFailed"]}
+    record_all(exp)  # the hand-made outcome closes its row
+    states = dict(exp.conn.execute("SELECT task_id, state FROM fleet_tasks").fetchall())
+    assert states == {"x0": "failed", "x1": "completed", "x2": "failed"}
+
+
+def test_a_throttled_dispatcher_rescans_for_due_rows_once_a_second(exp: EventStore) -> None:
+    """New requests are published at once; rows that only time makes due (here one put
+    back to pending behind the dispatcher's back) wait for the next scan, RESCAN_S on."""
+    published: list[tuple[str, str]] = []
+
+    class Recording:
+        def publish(self, items: list[tuple[str, str]]) -> None:
+            published.extend(items)
+
+    dispatcher = Dispatcher(exp, CFG, Recording())
+    request = request_task(exp, MAIN, "noop", task_id="s1")
+    deadline = time.monotonic() + 60
+    while not published:
+        dispatcher.step(throttle=True)
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    exp.conn.execute("UPDATE fleet_tasks SET state = 'pending', published_at = NULL WHERE task_id = 's1'")
+    assert dispatcher.step(throttle=True) == 0 and len(published) == 1
+    time.sleep(RESCAN_S)
+    assert dispatcher.step(throttle=True) == 1
+    assert [event_id for _, event_id in published] == [request.event_id] * 2
+
+
+def test_the_dispatchers_scans_use_the_open_task_index(exp: EventStore) -> None:
+    """Closed tasks pile up forever: publishing and reaping must not read them."""
+    exp.conn.execute("SET enable_seqscan = off")
+    try:
+        for query, params in (
+            (TAKE_FOR_PUBLISHING, {"lease_s": 30, "republish_s": 60, "batch": 50}),
+            (REAP_EXPIRED, None),
+        ):
+            plan = exp.conn.execute(f"EXPLAIN {query}", params).fetchall()
+            assert "ix_fleet_tasks_open_requested_at" in str(plan), plan
+    finally:
+        exp.conn.execute("RESET enable_seqscan")
 
 
 def test_a_live_lease_makes_a_duplicate_delivery_drop_its_copy(exp: EventStore) -> None:

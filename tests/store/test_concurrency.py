@@ -174,3 +174,36 @@ def test_subscriber_sees_every_committed_event_once_in_order(store: EventStore, 
 
 class _RolledBack(Exception):
     pass
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_two_instances_of_one_consumer_never_handle_an_event_twice(
+    store: EventStore, database_url: str, durable: bool
+) -> None:
+    """A consumer reads its next batch before locking its checkpoint; when another
+    instance moves the checkpoint in between, the batch is read again under the lock."""
+    store.create_experiment("sub")
+    store.append(BranchRef("sub", "main"), [
+        NewEvent("TaskRequested", {"task_id": f"t{i}", "kind": "noop", "queue": "control"}) for i in range(5)])
+    handled: list[str] = []
+
+    def handle(_conn: object, events: list) -> None:  # type: ignore[type-arg]
+        handled.extend(e.event_id for e in events)
+
+    with EventStore.connect(database_url) as first_store, EventStore.connect(database_url) as other_store:
+        first, other = Subscription(first_store, "one", durable), Subscription(other_store, "one", durable)
+        read_all = first_store.read_all
+        cut_in = []
+
+        def read_then_let_the_other_cut_in(*args: object, **kwargs: object) -> list:  # type: ignore[type-arg]
+            events = read_all(*args, **kwargs)  # type: ignore[arg-type]
+            if not cut_in:
+                cut_in.append(other.process(handle))
+            return events
+
+        first_store.read_all = read_then_let_the_other_cut_in  # type: ignore[method-assign]
+        assert first.process(handle) == 0  # its batch was taken meanwhile
+        assert cut_in == [6]
+        first_store.read_all = read_all  # type: ignore[method-assign]
+        assert first.process(handle) == other.process(handle) == 0
+    assert len(handled) == len(set(handled)) == 6

@@ -5,13 +5,14 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import nullcontext
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from evotrainer.errors import ConcurrencyError, InvalidPayloadError, NotFoundError, UsageError
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, GlobalPosition, NewEvent
+from evotrainer.store import EventStore, GlobalPosition, NewEvent, sql
 from evotrainer.store.audit import audit
 from evotrainer.store.encoding import GENESIS_HASH
 from evotrainer.store.eventstore import CHUNK_EVENTS
@@ -217,8 +218,13 @@ class TestIdempotency:
 
     def test_a_batch_may_not_repeat_a_key(self, store: EventStore) -> None:
         store.create_experiment("exp")
-        with pytest.raises(UsageError):
-            store.append(MAIN, [task(1, key="k"), task(2, key="k")])
+        for size in (2, 3 * CHUNK_EVENTS):  # one statement, and pipelined chunks
+            with pytest.raises(UsageError, match="repeats an idempotency key"):
+                store.append(MAIN, [task(i, key="k") for i in range(size)])
+        # Statements of other modules that append through evotrainer_append() too.
+        with pytest.raises(UsageError, match="repeats an idempotency key"):
+            store.append_through(MAIN, [task(1, key="k"), task(2, key="k")], sql.APPEND_CALL, {"expected_seq": None})
+        assert count_events(store) == 1
 
 
 class TestAtomicBatches:
@@ -338,3 +344,12 @@ def test_a_fork_inside_an_inherited_prefix_reads_only_what_it_inherits(store: Ev
     with EventStore.connect(database_url) as fresh:  # resolves the ancestry from the database
         history = fresh.read_branch(BranchRef("exp", "c"))
     assert [(e.branch, e.seq) for e in history] == [("main", 1), ("main", 2), ("c", 3)]
+
+
+def test_every_function_takes_the_branch_lock_of_one_class() -> None:
+    """Migrations 0005, 0006 and 0008 write the advisory lock's class number into SQL;
+    they must all take the one lock sql.BRANCH_LOCK_CLASS names."""
+    versions = Path(__file__).resolve().parents[2] / "migrations" / "versions"
+    for name in ("0005_append_lookup.py", "0006_append_in_one_statement.py", "0008_lock_branch.py"):
+        text = (versions / name).read_text()
+        assert f"pg_advisory_xact_lock({sql.BRANCH_LOCK_CLASS}," in text, name
