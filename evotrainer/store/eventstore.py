@@ -17,6 +17,7 @@ import dataclasses
 import getpass
 import os
 import socket
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
@@ -658,13 +659,18 @@ _VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcd
 
 
 def _new_uuids(count: int) -> list[str]:
-    """Random (version 4) UUIDs in text form, made in bulk from one read of the system's
-    randomness: uuid.uuid4() per event costs more than hashing it."""
-    digits = os.urandom(16 * count).hex()
+    """Time-ordered (version 7, RFC 9562) UUIDs in text form: 48 bits of Unix time in
+    milliseconds, then 74 random bits. Event ids are a unique index: ids that grow with
+    time land at its right edge, where Postgres inserts cheaply and touches few pages,
+    where random ones would spread every insert over the whole index as it grows. Made in
+    bulk from one read of the system's randomness: uuid.uuid4() per event costs more
+    than hashing it."""
+    head = f"{time.time_ns() // 1_000_000:012x}"
+    prefix = f"{head[:8]}-{head[8:]}-7"
+    digits = os.urandom(10 * count).hex()
     return [
-        f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-4{digits[i + 13:i + 16]}"
-        f"-{_VARIANT_DIGIT[digits[i + 16]]}{digits[i + 17:i + 20]}-{digits[i + 20:i + 32]}"
-        for i in range(0, 32 * count, 32)
+        f"{prefix}{digits[i:i + 3]}-{_VARIANT_DIGIT[digits[i + 3]]}{digits[i + 4:i + 7]}-{digits[i + 7:i + 19]}"
+        for i in range(0, 20 * count, 20)
     ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -353,3 +354,16 @@ def test_every_function_takes_the_branch_lock_of_one_class() -> None:
     for name in ("0005_append_lookup.py", "0006_append_in_one_statement.py", "0008_lock_branch.py"):
         text = (versions / name).read_text()
         assert f"pg_advisory_xact_lock({sql.BRANCH_LOCK_CLASS}," in text, name
+
+
+def test_event_ids_are_time_ordered_uuids(store: EventStore) -> None:
+    """Version 7: later appends get ids that sort after earlier ones (at millisecond
+    grain), which keeps the event id index growing at its right edge."""
+    store.create_experiment("exp")
+    first = store.append(MAIN, [task(i) for i in range(3 * CHUNK_EVENTS)])
+    time.sleep(0.002)
+    second = store.append(MAIN, [task(1)])
+    for event in [*first, *second]:
+        parsed = uuid.UUID(event.event_id)
+        assert (str(parsed), parsed.version, parsed.variant) == (event.event_id, 7, uuid.RFC_4122)
+    assert max(e.event_id[:13] for e in first) < second[0].event_id[:13]
