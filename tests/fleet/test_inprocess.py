@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
 
 import tests.fleet.kinds  # noqa: F401  (registers the test kinds)
-from evotrainer.events import TaskCompleted, TaskRequested
+from evotrainer.errors import NotFoundError
+from evotrainer.events import TaskCompleted, TaskFailed, TaskRequested
 from evotrainer.fleet.config import FleetConfig
-from evotrainer.fleet.execute import execute
+from evotrainer.fleet.execute import _close_and_append, execute
 from evotrainer.fleet.inprocess import run_in_process
 from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
 from evotrainer.fleet.listing import list_tasks
@@ -19,7 +22,7 @@ from evotrainer.fleet.outbox import REAP_EXPIRED, RESCAN_S, TAKE_FOR_PUBLISHING,
 from evotrainer.fleet.registry import request_task
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
-from evotrainer.store.records import NewEvent
+from evotrainer.store.records import NewEvent, StoredEvent
 
 MAIN = BranchRef("exp", "main")
 CFG = FleetConfig(lease_s=5, poll_s=0.05)
@@ -338,3 +341,24 @@ def test_two_dispatchers_publish_each_task_once(exp: EventStore, database_url: s
     assert sorted(publisher.published) == sorted(set(publisher.published)) and len(publisher.published) == 5
     counts = exp.conn.execute("SELECT state, publish_count FROM fleet_tasks").fetchall()
     assert counts == [("published", 1)] * 5
+
+
+def test_a_close_on_a_branch_that_is_gone_is_undone(store: EventStore) -> None:
+    """evotrainer_fleet_close() raises EV002 when its append finds no branch row (one
+    cached from a transaction that rolled back): the task's row is not closed either."""
+    with pytest.raises(RuntimeError), store.transaction():
+        store.create_experiment("ghost")
+        store.branch(BranchRef("ghost", "main"))  # cached, never committed
+        raise RuntimeError("rolled back")
+    event_id = str(uuid.uuid4())
+    store.conn.execute(
+        "INSERT INTO fleet_tasks (event_id, experiment, branch, task_id, kind, queue, max_attempts, requested_at,"
+        " state, attempts) VALUES (%s, 'ghost', 'main', 'g1', 'noop', 'control', 3, now(), 'running', 1)",
+        (event_id,))
+    request = StoredEvent(1, 1, event_id, "ghost", "main", 2, "TaskRequested", 2,
+                          {"task_id": "g1", "kind": "noop", "queue": "control"}, None, None, "g1:requested",
+                          "test", datetime.now(UTC), "0" * 64, "0" * 64)
+    failed = TaskFailed(task_id="g1", worker="w", attempt=1, error_class="X", message="m", retryable=False)
+    with pytest.raises(NotFoundError, match="no branch ghost/main"):
+        _close_and_append(store, request, 1, "failed", "m", [NewEvent.of(failed, idempotency_key="g1:outcome")])
+    assert store.conn.execute("SELECT state FROM fleet_tasks WHERE task_id = 'g1'").fetchone() == ("running",)
