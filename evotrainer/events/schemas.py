@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -97,10 +97,10 @@ def _defaults_filler(node: dict[str, Any], defs: dict[str, Any], within: tuple[s
                     if key in value:
                         fill(value[key])
         fillers.append(fill_object)
-    for key in ("items", "additionalProperties"):
+    for key, (container, members) in _MEMBERS.items():
         inner = node.get(key)
         if isinstance(inner, dict) and (fill_inner := _defaults_filler(inner, defs, within)):
-            fillers.append(_each_item(fill_inner) if key == "items" else _each_value(fill_inner))
+            fillers.append(_each_member(fill_inner, container, members))
     for key in ("anyOf", "oneOf", "allOf"):
         fillers += [f for branch in node.get(key, []) if (f := _defaults_filler(branch, defs, within))]
     if not fillers:
@@ -114,20 +114,20 @@ def _defaults_filler(node: dict[str, Any], defs: dict[str, Any], within: tuple[s
     return fill_all
 
 
-def _each_item(fill: Filler) -> Filler:
-    def fill_items(value: Any) -> None:
-        if isinstance(value, list):
-            for item in value:
-                fill(item)
-    return fill_items
+# The schema keywords whose subschema applies to each member of a container: array items,
+# and the values of a map (an object with no fixed properties).
+_MEMBERS: dict[str, tuple[type, Callable[[Any], Iterable[Any]]]] = {
+    "items": (list, iter),
+    "additionalProperties": (dict, dict.values),
+}
 
 
-def _each_value(fill: Filler) -> Filler:
-    def fill_values(value: Any) -> None:
-        if isinstance(value, dict):
-            for item in value.values():
-                fill(item)
-    return fill_values
+def _each_member(fill: Filler, container: type, members: Callable[[Any], Iterable[Any]]) -> Filler:
+    def fill_members(value: Any) -> None:
+        if isinstance(value, container):
+            for member in members(value):
+                fill(member)
+    return fill_members
 
 
 def validate(event_type: str, version: int, payload: Any) -> None:

@@ -96,7 +96,7 @@ def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper) -> Out
 # its first column is the attempt started (NULL: not claimed, see _claim_and_load).
 CLAIM_AND_LOAD = f"""
 WITH {leases.CLAIM_FREE_CTES}
-SELECT (SELECT attempt FROM started), {sql.EVENT_COLUMNS}, {leases.ASYNC_COMMIT}
+SELECT (SELECT attempt FROM started), {sql.EVENT_COLUMNS}, {sql.ASYNC_COMMIT}
   FROM events e JOIN branches b USING (branch_id) WHERE e.event_id = %(event_id)s::uuid
 """
 
@@ -181,9 +181,8 @@ def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state
     leaves the caller's transaction usable.
     """
     params = {"task": event.event_id, "attempt": attempt, "state": state, "error": error}
-    in_callers_transaction = store.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
     try:
-        with store.transaction() if in_callers_transaction else nullcontext():
+        with store.transaction() if store.in_transaction() else nullcontext():
             stored = store.append_through(
                 BranchRef(event.experiment, event.branch), events, CLOSE_AND_APPEND, params)
     except psycopg.Error as exc:

@@ -80,11 +80,10 @@ def holder_is_gone(holder: str | None, running_here: set[str], event_id: str) ->
 # concurrent claimers exactly one matches; the others fall to the slow path. The CTEs
 # alone are CLAIM_FREE_CTES, for statements that claim and read something in one go.
 #
-# A statement that claims commits asynchronously (ASYNC_COMMIT in its select list): a
+# A statement that claims commits asynchronously (sql.ASYNC_COMMIT in its select list): a
 # claim lost in a server crash only means the task runs again, which the outcome's
 # idempotency key makes harmless, and the outcome's own synchronous commit flushes the
 # write-ahead log past the claim, so no outcome is ever durable while its claim is not.
-ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 CLAIM_FREE_CTES = """
 claimed AS (
     UPDATE fleet_tasks SET state = 'running', attempts = attempts + 1, worker = %(worker)s, heartbeat_at = now(),
@@ -98,11 +97,6 @@ started AS (
         ended_at = NULL, error = NULL
     RETURNING attempt)
 """
-
-# Closing a task (migration 0006's evotrainer_fleet_close(), see execute.py) doubles as
-# its lock: the outcome is appended in the same statement, after the close matched, so a
-# task never records two outcomes (a second closer matches nothing once the first commits).
-
 
 def claim_contended(conn: psycopg.Connection[Any], event_id: str, worker: str, lease_s: float,
                     running_here: set[str]) -> Claim:

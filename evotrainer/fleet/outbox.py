@@ -29,6 +29,7 @@ from evotrainer.fleet import leases
 from evotrainer.fleet.config import QUEUES, FleetConfig
 from evotrainer.fleet.errors import BrokerUnavailableError, TaskInputError
 from evotrainer.fleet.execute import TRANSIENT_DB_ERRORS, record_exhausted, record_failure
+from evotrainer.store import sql
 from evotrainer.store.eventstore import EventStore
 from evotrainer.store.records import StoredEvent
 from evotrainer.store.subscription import Subscription
@@ -55,7 +56,7 @@ UPDATE fleet_tasks SET published_at = now()
              OR (state = 'published' AND published_at < now() - make_interval(secs =>
                  %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10)))))
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
-RETURNING event_id::text, queue, requested_at, {leases.ASYNC_COMMIT}
+RETURNING event_id::text, queue, requested_at, {sql.ASYNC_COMMIT}
 """
 # Running tasks whose lease expired: their worker vanished.
 REAP_EXPIRED = """
@@ -68,7 +69,7 @@ SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks
 MARK_PUBLISHED = f"""
 UPDATE fleet_tasks SET state = 'published', publish_count = publish_count + 1
  WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')
-RETURNING {leases.ASYNC_COMMIT}
+RETURNING {sql.ASYNC_COMMIT}
 """
 # The outbox's own rows commit asynchronously: a crash of the server can only lose the
 # newest of them, and each loss leads to a second delivery, never to none. A lost

@@ -125,7 +125,7 @@ def event_hash(
     """sha256 over the predecessor's hash, the event's header and its canonical payload:
     the bytes of `["<prev_hash>", event_id, experiment, branch, seq, type, version,
     causation, correlation, key, actor, recorded_at]`, a newline, the payload. (The same
-    bytes as chain_hash(prev_hash, seq, *hash_pieces(...)), in one encoding call: this
+    bytes that hash_pieces() gives the server in two pieces, in one encoding call: this
     runs for every event a large batch appends.)"""
     header = orjson.dumps([
         prev_hash, event_id, experiment, branch, seq, event_type, schema_version, causation_id, correlation_id,
@@ -150,15 +150,11 @@ def hash_pieces(
 ) -> tuple[bytes, bytes]:
     """An event's hashed bytes around the two values only known under its branch's lock
     (the previous hash and the seq): what comes after the previous hash and before the
-    seq, and what comes after the seq. Migration 0006's evotrainer_append() joins them
-    exactly as chain_hash does, so hashes made on the server are these bytes too."""
+    seq, and what comes after the seq. Migration 0006's evotrainer_append() hashes
+    `["` + previous hash + `",` + before + seq + after, which are event_hash()'s bytes
+    (a property test holds the two to it)."""
     before = orjson.dumps([event_id, experiment, branch])[1:-1] + b","
     after = orjson.dumps(
         [event_type, schema_version, causation_id, correlation_id, idempotency_key, actor, recorded_at]
     )
     return before, b"," + after[1:] + b"\n" + payload_json
-
-
-def chain_hash(prev_hash: str, seq: int, before: bytes, after: bytes) -> str:
-    """The hash of an event given its predecessor's hash, its seq and hash_pieces()."""
-    return hashlib.sha256(b'["' + prev_hash.encode() + b'",' + before + str(seq).encode() + after).hexdigest()

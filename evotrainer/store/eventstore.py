@@ -377,12 +377,27 @@ class EventStore:
         """
         if not events:
             return []
-        keys = _distinct_keys(events)
         if len(events) <= CHUNK_EVENTS:
             appended = self.append_through(ref, events, sql.APPEND_CALL, {"expected_seq": expected_seq})
             assert appended is not None  # evotrainer_append() returns a row per event
             return appended
-        return self._append_pipelined(ref, events, keys, expected_seq)
+        return self._append_pipelined(ref, events, expected_seq)
+
+    def in_transaction(self) -> bool:
+        """Whether the connection is inside a transaction (a caller's: the store's own
+        last only as long as one of its calls). Only a transaction the store owns is known
+        to commit; inside a caller's it may roll back, and an error aborts it."""
+        return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def _resolve_again(self, ref: BranchRef, owns_transaction: bool, aborted: bool = False) -> BranchInfo:
+        """After a cached branch turned out not to exist (created in a transaction that
+        rolled back): look it up afresh, NotFoundError when it is gone for good. When the
+        discovery was an error (`aborted`), a caller's transaction is aborted now and the
+        branch cannot be looked up in it."""
+        self._forget(ref.branch_ref)
+        if aborted and not owns_transaction:
+            raise NotFoundError(f"no branch {ref.branch_ref}")
+        return self.branch(ref.branch_ref)
 
     def append_through(
         self, ref: BranchRef, events: Sequence[NewEvent], statement: str, params: Mapping[str, Any]
@@ -398,8 +413,7 @@ class EventStore:
         append, and comes back as None. `params` holds the statement's other parameters.
         """
         _distinct_keys(events)
-        # Only a transaction we own is known to commit; inside a caller's it may roll back.
-        owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        owns_transaction = not self.in_transaction()
         batch = _Batch(events)
         for index in range(len(events)):  # a bad event is refused before any statement
             batch.prepared(index)
@@ -414,8 +428,7 @@ class EventStore:
                     return None
                 stored = call.stored(rows, params.get("expected_seq"))
             except _BranchGone:
-                self._forget(ref.branch_ref)
-                info = self.branch(ref.branch_ref)  # NotFoundError when it is gone for good
+                info = self._resolve_again(ref, owns_transaction)
                 continue
             except pg_errors.UniqueViolation as exc:
                 # Appends queue on the branch's lock and read the head under it, so only a
@@ -427,12 +440,8 @@ class EventStore:
             except psycopg.Error as exc:
                 if exc.sqlstate != sql.BRANCH_GONE_SQLSTATE:
                     raise
-                # Raised by a statement that had work of its own to undo. A caller's
-                # transaction is aborted now: the branch cannot be looked up again in it.
-                self._forget(ref.branch_ref)
-                if not owns_transaction:
-                    raise NotFoundError(f"no branch {ref.branch_ref}") from None
-                info = self.branch(ref.branch_ref)
+                # Raised by a statement that had work of its own to undo.
+                info = self._resolve_again(ref, owns_transaction, aborted=True)
                 continue
             inserted = [row[1] for row in rows if row[0] == "inserted"]
             if inserted:
@@ -475,12 +484,12 @@ class EventStore:
         return _ServerAppend(info, batch, recorded_at, actors, params)
 
     def _append_pipelined(
-        self, ref: BranchRef, events: Sequence[NewEvent], keys: list[str], expected_seq: int | None
+        self, ref: BranchRef, events: Sequence[NewEvent], expected_seq: int | None
     ) -> list[StoredEvent]:
         """A batch of several chunks: its INSERTs travel without waiting on each other,
         and the server inserts a chunk while the next is prepared."""
-        # Only a transaction we own is known to commit; inside a caller's it may roll back.
-        owns_transaction = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        keys = _distinct_keys(events)
+        owns_transaction = not self.in_transaction()
         batch = _Batch(events)
         # Inside a caller's transaction every event is checked before any statement:
         # there is no savepoint to undo chunks already sent.
@@ -494,8 +503,7 @@ class EventStore:
                         info, batch, keys, expected_seq, owns_transaction)
                 inserted = insert.stored() if insert is not None else []
             except _BranchGone:
-                self._forget(ref.branch_ref)
-                info = self.branch(ref.branch_ref)  # NotFoundError when it is gone for good
+                info = self._resolve_again(ref, owns_transaction)
                 continue
             except pg_errors.UniqueViolation as exc:
                 self._heads.pop(info.branch_id, None)
@@ -515,10 +523,8 @@ class EventStore:
             except psycopg.Error as exc:
                 if exc.sqlstate != sql.BRANCH_GONE_SQLSTATE:
                     raise
-                # A cached head was trusted (only in a transaction of our own, rolled back
-                # now) for a branch created in a transaction that rolled back.
-                self._forget(ref.branch_ref)
-                info = self.branch(ref.branch_ref)  # NotFoundError when it is gone for good
+                # LOCK_BRANCH found no branch row behind a trusted cached head.
+                info = self._resolve_again(ref, owns_transaction, aborted=True)
                 continue
             if inserted and owns_transaction:
                 self._heads[info.branch_id] = (inserted[-1].seq, inserted[-1].hash)

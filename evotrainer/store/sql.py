@@ -22,6 +22,11 @@ SELECT branch_id, experiment, name, parent_id, fork_seq FROM chain ORDER BY dept
 
 HEAD = "SELECT seq, hash FROM events WHERE branch_id = %s ORDER BY seq DESC LIMIT 1"
 
+# In a statement's select (or RETURNING) list: its transaction commits without waiting for
+# the write-ahead log to reach the disk. Only for rows whose loss in a crash of the server
+# is harmless (the fleet's claims and outbox bookkeeping, a rebuildable consumer's output).
+ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
+
 # Every append holds its branch's lock (advisory, to the end of the transaction; the
 # class number keeps it apart from other users of advisory locks, and the functions of
 # migrations 0005, 0006 and 0008 take the same one) before it reads the head, or, when it

@@ -19,17 +19,16 @@ from typing import Any
 
 import psycopg
 
+from evotrainer.store import sql
 from evotrainer.store.eventstore import EventStore
 from evotrainer.store.records import GlobalPosition, StoredEvent
 
 Handler = Callable[[psycopg.Connection[Any], list[StoredEvent]], None]
 
-LOCK_CHECKPOINT = "SELECT transaction_id::text, position FROM subscriptions WHERE name = %s FOR UPDATE"
-# The same, and this transaction commits without waiting for its log to reach the disk.
-LOCK_CHECKPOINT_ASYNC = (
-    "SELECT transaction_id::text, position, set_config('synchronous_commit', 'off', true)"
-    "  FROM subscriptions WHERE name = %s FOR UPDATE"
-)
+_LOCK_CHECKPOINT = "SELECT transaction_id::text, position{also} FROM subscriptions WHERE name = %s FOR UPDATE"
+LOCK_CHECKPOINT = _LOCK_CHECKPOINT.format(also="")
+# The same, and the transaction commits asynchronously.
+LOCK_CHECKPOINT_ASYNC = _LOCK_CHECKPOINT.format(also=f", {sql.ASYNC_COMMIT}")
 
 
 class Subscription:

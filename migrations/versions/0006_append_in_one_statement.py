@@ -127,7 +127,8 @@ CREATE FUNCTION evotrainer_fleet_close(p_task uuid, p_attempt int, p_state text,
 RETURNS SETOF evotrainer_appended
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    v_rows evotrainer_appended[];
+    v_outcome int := jsonb_array_length(p_events) - 1;
+    r evotrainer_appended;
 BEGIN
     UPDATE fleet_tasks SET state = p_state, finished_at = now(), lease_expires_at = NULL, last_error = p_error
      WHERE event_id = p_task AND state IN ('pending', 'published', 'running');
@@ -136,16 +137,16 @@ BEGIN
     END IF;
     UPDATE fleet_attempts SET outcome = p_state, ended_at = now(), error = p_error
      WHERE event_id = p_task AND attempt = p_attempt AND outcome = 'running';
-    v_rows := ARRAY(SELECT a FROM evotrainer_append(p_branch, p_fork_seq, p_fork_hash, NULL, p_recorded_at,
-                                                     p_events) AS a);
-    IF EXISTS (SELECT 1 FROM unnest(v_rows) u WHERE u.outcome = 'gone') THEN
-        RAISE EXCEPTION 'branch % does not exist', p_branch USING ERRCODE = 'EV002';
-    END IF;
-    IF EXISTS (SELECT 1 FROM unnest(v_rows) u
-                WHERE u.outcome = 'existing' AND u.idx = jsonb_array_length(p_events) - 1) THEN
-        RAISE EXCEPTION 'task % already has an outcome', p_task USING ERRCODE = 'EV001';
-    END IF;
-    RETURN QUERY SELECT * FROM unnest(v_rows);
+    FOR r IN SELECT * FROM evotrainer_append(p_branch, p_fork_seq, p_fork_hash, NULL, p_recorded_at, p_events)
+    LOOP
+        IF r.outcome = 'gone' THEN
+            RAISE EXCEPTION 'branch % does not exist', p_branch USING ERRCODE = 'EV002';
+        END IF;
+        IF r.outcome = 'existing' AND r.idx = v_outcome THEN
+            RAISE EXCEPTION 'task % already has an outcome', p_task USING ERRCODE = 'EV001';
+        END IF;
+        RETURN NEXT r;
+    END LOOP;
 END
 $$
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
@@ -16,7 +17,7 @@ from evotrainer.events import base as event_registry
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 from evotrainer.store.audit import audit
-from evotrainer.store.encoding import chain_hash, encode_payload, event_hash, format_time, hash_pieces
+from evotrainer.store.encoding import encode_payload, event_hash, format_time, hash_pieces
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
@@ -183,4 +184,6 @@ def test_the_server_hash_pieces_join_into_the_client_hash(
         "recorded_at": "2026-12-03T07:00:00.000000+00:00",
     }
     prev = "ab" * 32
-    assert chain_hash(prev, seq, *hash_pieces(**fields)) == event_hash(prev_hash=prev, seq=seq, **fields)
+    before, after = hash_pieces(**fields)
+    joined_on_the_server = b'["' + prev.encode() + b'",' + before + str(seq).encode() + after  # migration 0006
+    assert hashlib.sha256(joined_on_the_server).hexdigest() == event_hash(prev_hash=prev, seq=seq, **fields)
