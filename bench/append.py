@@ -7,8 +7,9 @@
     table (no constraints, no triggers): target >= 0.8 of raw. Ratios are the median of
     several rounds, each measuring both sides back to back.
 (b) four writer processes on four branches against one writer: target >= 1.2x, with no
-    writer ever waiting on a lock held by another branch's append (sampled from pg_locks
-    while they run).
+    writer ever waiting on a lock held by another branch's append (pg_locks sampled every
+    20 ms during an extra, untimed run of four writers: the sampler's own queries would
+    slow the timed runs it watches).
 """
 
 from __future__ import annotations
@@ -118,9 +119,11 @@ def _writer_process(url: str, branch: str, count: int, start: multiprocessing.sy
     cpu.put(spent[0])
 
 
-def parallel(url: str, branches: list[str], per_writer: int) -> tuple[float, float, int, dict[str, int]]:
+def parallel(url: str, branches: list[str], per_writer: int,
+             watch_locks: bool = False) -> tuple[float, float, int, dict[str, int]]:
     """Events/s of one process per branch, CPU seconds per event (writers and their server
-    backends), and how often a writer waited on another's lock."""
+    backends), and, with `watch_locks`, how often a writer waited on another's lock (in
+    how many samples of pg_locks)."""
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
     cpu = ctx.Queue()
@@ -146,14 +149,16 @@ def parallel(url: str, branches: list[str], per_writer: int) -> tuple[float, flo
                 time.sleep(0.02)  # the sampler's own queries must not crowd out the writers
 
     sampler = threading.Thread(target=sample_locks)
-    sampler.start()
+    if watch_locks:
+        sampler.start()
     began = time.perf_counter()
     start.set()
     for proc in procs:
         proc.join()
     elapsed = time.perf_counter() - began
     stop.set()
-    sampler.join()
+    if watch_locks:
+        sampler.join()
     events = len(branches) * per_writer
     return events / elapsed, sum(cpu.get() for _ in procs) / events, samples, waits
 
@@ -166,7 +171,7 @@ def main() -> None:
     with scratch_database() as url:
         with EventStore.connect(url) as store:
             store.create_experiment("bench")
-            for name in ["warm"] + [f"p{i}w{j}" for i in range(args.repeats) for j in range(4)]:
+            for name in ["warm"] + [f"p{i}w{j}" for i in range(args.repeats + 1) for j in range(4)]:
                 store.fork(BranchRef("bench", "main"), name)
         evotrainer_writer(url, "warm", 2000)  # warm caches and compiled validators
         raw_writer(url, 2000)
@@ -178,17 +183,14 @@ def main() -> None:
         rounds: list[tuple[float, float, float]] = []
         cpu_one: list[float] = []
         cpu_four: list[float] = []
-        samples = 0
-        waits: dict[str, int] = {}
         for i in range(args.repeats):
             raw = best_rate(lambda: raw_writer(url, args.events), repeats=1)
             one = best_rate(lambda: evotrainer_writer(url, "main", args.events, cpu_one), repeats=1)
-            four, cpu, n, w = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
+            four, cpu, _, _ = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
             rounds.append((raw, one, four))
             cpu_four.append(cpu)
-            samples += n
-            for key, count in w.items():
-                waits[key] = waits.get(key, 0) + count
+        _, _, samples, waits = parallel(url, [f"p{args.repeats}w{j}" for j in range(4)], args.events // 2,
+                                        watch_locks=True)
     ratio_a = sorted(one / raw for raw, one, _ in rounds)
     ratio_b = sorted(four / one for _, one, four in rounds)
     mid = len(rounds) // 2

@@ -97,8 +97,14 @@ def encode_payload(event_type: str, payload: dict[str, Any]) -> tuple[dict[str, 
 
 
 def canonical_json(value: Any) -> bytes:
-    """Sorted keys, no whitespace, UTF-8: the only byte form that is ever hashed."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    """Sorted keys, no whitespace, UTF-8: the only byte form that is ever hashed.
+
+    Returned as a right-sized copy. orjson (3.12 on) hands back its whole working buffer,
+    at least 4 KiB, and an append keeps every event's bytes alive until its batch is
+    sent: a hundred fresh 4 KiB blocks per batch made each call about five times slower
+    (measured 2.4 us against 0.4-0.7 us with the copy, which frees the buffer at once so
+    the next call reuses it)."""
+    return bytes(memoryview(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)))
 
 
 def format_time(moment: datetime) -> str:
