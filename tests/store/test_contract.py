@@ -251,6 +251,35 @@ class TestAtomicBatches:
         assert count_events(store) == 1
         assert store.append(MAIN, [task(1)], expected_seq=1)[0].seq == 2  # the connection is still usable
 
+    def test_a_pipelined_batch_that_fails_on_the_server_is_rolled_back_and_retried(
+        self, store: EventStore, database_url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The store's own transaction around pipelined chunks is BEGIN and COMMIT queued
+        with them: when a chunk fails (here: the head cached from our last append is stale,
+        so the first INSERT collides), the transaction is rolled back, the connection is
+        idle again, and the retry lands after the other writer's event."""
+        store.create_experiment("exp")
+        store.append(MAIN, [task(i) for i in range(2 * CHUNK_EVENTS)])  # caches the head
+        with EventStore.connect(database_url) as other:
+            other.append(MAIN, [task(99)])
+        events = store.append(MAIN, [task(i) for i in range(2 * CHUNK_EVENTS)])
+        assert events[0].seq == 2 * CHUNK_EVENTS + 3
+        assert store.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert not [r for r in caplog.records if "error ignored" in r.getMessage()]
+        assert [e.seq for e in store.read_branch(MAIN)] == list(range(1, 4 * CHUNK_EVENTS + 3))
+        assert audit(store).intact
+
+    def test_a_pipelined_batch_on_a_connection_without_autocommit(self, database_url: str) -> None:
+        """A store on a caller's connection that opens transactions itself (psycopg's
+        default) appends inside the transaction its first read opened; the caller commits."""
+        with EventStore(psycopg.connect(database_url)) as store:
+            store.create_experiment("exp")
+            store.conn.commit()
+            events = store.append(MAIN, [task(i) for i in range(2 * CHUNK_EVENTS)])
+            store.conn.commit()
+        with EventStore.connect(database_url) as reader:
+            assert reader.read_branch(MAIN)[1:] == events
+
     def test_a_pipelined_batch_returns_what_is_stored(self, store: EventStore) -> None:
         store.create_experiment("exp")
         first = store.append(MAIN, [task(0, key="k0"), task(1, key="k1")])
