@@ -111,9 +111,14 @@ def raw_writer(url: str, count: int) -> int:
     return count
 
 
-def _writer_process(url: str, branch: str, count: int, start: multiprocessing.synchronize.Event,
+def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.synchronize.Semaphore,
+                    start: multiprocessing.synchronize.Event,
                     cpu: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
     spent: list[float] = []
+    # Warm up like the one writer, which runs in the main process after its warm-up
+    # append: compiled validators and imports are per process.
+    evotrainer_writer(url, branch, 2 * BATCH)
+    ready.release()
     start.wait()
     evotrainer_writer(url, branch, count, spent)
     cpu.put(spent[0])
@@ -125,12 +130,14 @@ def parallel(url: str, branches: list[str], per_writer: int,
     backends), and, with `watch_locks`, how often a writer waited on another's lock (in
     how many samples of pg_locks)."""
     ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Semaphore(0)
     start = ctx.Event()
     cpu = ctx.Queue()
-    procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, start, cpu)) for b in branches]
+    procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, ready, start, cpu)) for b in branches]
     for proc in procs:
         proc.start()
-    time.sleep(1.5)  # let every process import and connect before the clock starts
+    for _ in procs:  # every process imported, connected and warmed up before the clock starts
+        ready.acquire()
     samples = 0
     waits: dict[str, int] = {}
     stop = threading.Event()
