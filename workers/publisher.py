@@ -26,8 +26,15 @@ class CeleryPublisher:
             # others (RabbitMQ) each message is published at once, as without it. Leaving
             # the batch flushes it, so returning still means the broker has every message.
             with self.app.producer_or_acquire() as producer, producer.batch(max_size=max(1, len(items))):
+                # Each queue is declared once per batch (a cached no-op once the
+                # connection has declared it), not once per message as send_task would:
+                # kombu binds a copy of the queue to the channel for every declaration.
+                names = {queue: self.cfg.broker_queue(queue) for queue, _ in items}
+                for name in set(names.values()):
+                    producer.maybe_declare(self.app.amqp.queues[name])
                 for queue, event_id in items:
-                    self.app.send_task(TASK_NAME, args=[event_id], queue=self.cfg.broker_queue(queue),
-                                       producer=producer, ignore_result=True)
+                    args = [event_id]
+                    self.app.send_task(TASK_NAME, args=args, queue=names[queue], producer=producer,
+                                       ignore_result=True, declare=[], argsrepr=repr(args), kwargsrepr="{}")
         except (kombu.exceptions.OperationalError, kombu.exceptions.BatchPublishError, OSError) as exc:
             raise BrokerUnavailableError(f"cannot publish to the broker: {exc}") from exc

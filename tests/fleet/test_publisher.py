@@ -9,7 +9,8 @@ import pytest
 
 from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.errors import BrokerUnavailableError
-from workers.app import make_app
+from tests.fleet.conftest import BROKERS, purge, require_broker
+from workers.app import TASK_NAME, make_app
 from workers.publisher import CeleryPublisher
 
 
@@ -26,3 +27,30 @@ def test_a_broker_that_cannot_be_reached_is_reported_as_unavailable(broker: str)
     with pytest.raises(BrokerUnavailableError, match="cannot publish to the broker"):
         CeleryPublisher(app, cfg).publish([("control", str(uuid.uuid4())), ("train", str(uuid.uuid4()))])
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("broker", sorted(BROKERS))
+def test_a_batch_reaches_queues_no_worker_has_declared(broker: str) -> None:
+    """The publisher declares each queue of a batch once, itself: on RabbitMQ a message
+    published to a queue that does not exist yet would be dropped without an error. The
+    messages are the fleet's task (its name, the event id as its one argument)."""
+    url = BROKERS[broker]
+    require_broker(url)
+    prefix = f"evotest-{uuid.uuid4().hex[:10]}-"
+    cfg = FleetConfig(broker_url=url, queue_prefix=prefix)
+    app = make_app(cfg)
+    items = [("control", str(uuid.uuid4())), ("train", str(uuid.uuid4())), ("control", str(uuid.uuid4()))]
+    try:
+        CeleryPublisher(app, cfg).publish(items)
+        received: dict[str, list[str]] = {}
+        with app.connection_for_read() as conn:
+            for queue in ("control", "train"):
+                bound = app.amqp.queues[cfg.broker_queue(queue)](conn.default_channel)
+                while (message := bound.get(no_ack=True)) is not None:
+                    assert message.headers["task"] == TASK_NAME
+                    args, kwargs, _ = message.decode()
+                    received.setdefault(queue, []).extend(args)
+        assert received == {"control": [items[0][1], items[2][1]], "train": [items[1][1]]}
+    finally:
+        purge(url, prefix)
+        app.close()
