@@ -137,7 +137,10 @@ def parallel(url: str, branches: list[str], per_writer: int,
     for proc in procs:
         proc.start()
     for _ in procs:  # every process imported, connected and warmed up before the clock starts
-        ready.acquire()
+        if not ready.acquire(timeout=300):
+            for proc in procs:
+                proc.kill()
+            raise SystemExit("a writer process did not get ready within 5 minutes (see its error above)")
     samples = 0
     waits: dict[str, int] = {}
     stop = threading.Event()

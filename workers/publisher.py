@@ -18,6 +18,13 @@ class CeleryPublisher:
     def __init__(self, app: Celery, cfg: FleetConfig) -> None:
         self.app = app
         self.cfg = cfg
+        # What a lost or refused broker connection raises: kombu's own errors, and the
+        # transport client's (py-amqp, redis-py), which a declaration outside publish's
+        # retry wrapper lets through unwrapped.
+        with app.connection_for_write() as conn:
+            self._broker_errors: tuple[type[BaseException], ...] = (
+                kombu.exceptions.OperationalError, kombu.exceptions.BatchPublishError, OSError,
+                *conn.connection_errors, *conn.channel_errors)
 
     def publish(self, items: Sequence[tuple[str, str]]) -> None:
         try:
@@ -31,10 +38,11 @@ class CeleryPublisher:
                 # kombu binds a copy of the queue to the channel for every declaration.
                 names = {queue: self.cfg.broker_queue(queue) for queue, _ in items}
                 for name in set(names.values()):
-                    producer.maybe_declare(self.app.amqp.queues[name])
+                    producer.maybe_declare(self.app.amqp.queues[name], retry=True,
+                                           **(self.app.conf.task_publish_retry_policy or {}))
                 for queue, event_id in items:
                     args = [event_id]
                     self.app.send_task(TASK_NAME, args=args, queue=names[queue], producer=producer,
                                        ignore_result=True, declare=[], argsrepr=repr(args), kwargsrepr="{}")
-        except (kombu.exceptions.OperationalError, kombu.exceptions.BatchPublishError, OSError) as exc:
+        except self._broker_errors as exc:
             raise BrokerUnavailableError(f"cannot publish to the broker: {exc}") from exc

@@ -234,6 +234,9 @@ class EventStore:
         # Committed heads this connection wrote, by branch id. Events never change, so a
         # remembered (seq, hash) stays true; if another writer has moved past it, our
         # insert collides on (branch, seq) and we re-read. Saves a round trip per append.
+        # Only an autocommit connection's appends are known to have committed when they
+        # return: on any other, psycopg opens a transaction at the first read and the
+        # caller may still roll it back (a head past the table would leave a gap).
         self._heads: dict[int, tuple[int, str]] = {}
         set_json_loads(orjson.loads, conn)
 
@@ -405,18 +408,44 @@ class EventStore:
             with conn.pipeline(), conn.transaction():
                 yield
             return
+        server_error: psycopg.Error | None = None
+        committed = False
         try:
-            with conn.pipeline():
-                conn.execute("BEGIN", prepare=False)
-                yield
-                conn.execute("COMMIT", prepare=False)
-        except BaseException:
-            if not conn.closed and self.in_transaction():
-                try:
-                    conn.execute("ROLLBACK", prepare=False)
-                except psycopg.OperationalError:
-                    pass  # the connection is lost, and the transaction with it
-            raise
+            try:
+                with conn.pipeline():
+                    conn.execute("BEGIN", prepare=False)
+                    try:
+                        yield
+                        conn.execute("COMMIT", prepare=False)
+                    except psycopg.Error as exc:
+                        # The server's error, read while a later statement was queued.
+                        # Leaving the pipeline reports the statements it skipped as
+                        # aborted (and psycopg warns about them if this error is still
+                        # on its way out): the error itself is what counts.
+                        server_error = exc
+            except psycopg.errors.PipelineAborted:
+                if server_error is None:
+                    raise
+            if server_error is not None:
+                raise server_error
+            committed = True
+        finally:
+            if not committed:
+                self._roll_back()
+
+    def _roll_back(self) -> None:
+        """End a failed transaction of the store's own; if that fails too, close the
+        connection rather than leave a transaction open on it (and a branch locked)."""
+        conn = self.conn
+        if conn.closed or not self.in_transaction():
+            return  # the server rolled back already (a failed COMMIT), or the connection is gone
+        if conn.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+            conn.close()  # libpq never left pipeline mode: no reply would come
+            return
+        try:
+            conn.execute("ROLLBACK", prepare=False)
+        except psycopg.Error:
+            conn.close()
 
     def _resolve_again(self, ref: BranchRef, owns_transaction: bool, aborted: bool = False) -> BranchInfo:
         """After a cached branch turned out not to exist (created in a transaction that
@@ -475,7 +504,7 @@ class EventStore:
             inserted = [row[1] for row in rows if row[0] == "inserted"]
             if inserted:
                 last = stored[max(inserted)]
-                if owns_transaction:
+                if owns_transaction and self.conn.autocommit:
                     self._heads[info.branch_id] = (last.seq, last.hash)
                 else:
                     self._heads.pop(info.branch_id, None)
@@ -555,7 +584,7 @@ class EventStore:
                 # LOCK_BRANCH found no branch row behind a trusted cached head.
                 info = self._resolve_again(ref, owns_transaction, aborted=True)
                 continue
-            if inserted and owns_transaction:
+            if inserted and owns_transaction and self.conn.autocommit:
                 self._heads[info.branch_id] = (inserted[-1].seq, inserted[-1].hash)
             elif inserted:
                 self._heads.pop(info.branch_id, None)
@@ -574,7 +603,7 @@ class EventStore:
         events = batch.events
         # A head we committed ourselves is worth trusting in our own transaction (a stale
         # one costs a retry); inside a caller's there is no retry, so it is always read.
-        cached = self._heads.get(info.branch_id) if owns_transaction else None
+        cached = self._heads.get(info.branch_id) if owns_transaction and self.conn.autocommit else None
         if cached is not None and expected_seq is not None and cached[0] != expected_seq:
             cached = None
         existing: dict[str, StoredEvent] = {}

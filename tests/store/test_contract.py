@@ -280,6 +280,23 @@ class TestAtomicBatches:
         with EventStore.connect(database_url) as reader:
             assert reader.read_branch(MAIN)[1:] == events
 
+    def test_appends_the_caller_rolled_back_leave_no_gap_without_autocommit(self, database_url: str) -> None:
+        """On a connection without autocommit, looking up a branch opens a transaction
+        (psycopg opens one at the first read) that the caller may roll back with the append
+        in it, so no head an append wrote there may be remembered: it would be past the
+        table, and the next append would leave a gap in the seqs and the chain."""
+        with EventStore.connect(database_url) as setup:
+            setup.create_experiment("exp")
+        for size in (2, 2 * CHUNK_EVENTS):  # one statement, and pipelined chunks
+            with EventStore(psycopg.connect(database_url)) as store:
+                store.append(MAIN, [task(i) for i in range(size)])
+                store.conn.rollback()
+                store.append(MAIN, [task(i) for i in range(size)])
+                store.conn.commit()
+        with EventStore.connect(database_url) as reader:
+            assert [e.seq for e in reader.read_branch(MAIN)] == list(range(1, 2 + 2 + 2 * CHUNK_EVENTS))
+            assert audit(reader).intact
+
     def test_a_pipelined_batch_returns_what_is_stored(self, store: EventStore) -> None:
         store.create_experiment("exp")
         first = store.append(MAIN, [task(0, key="k0"), task(1, key="k1")])
