@@ -29,8 +29,8 @@ from evotrainer.fleet.errors import TaskInputError, TransientTaskError
 from evotrainer.fleet.registry import TaskRequest, TaskResult, kind_spec, validate_inputs
 from evotrainer.refs import BranchRef
 from evotrainer.store import sql
-from evotrainer.store.eventstore import EventStore, row_to_event
-from evotrainer.store.records import NewEvent, StoredEvent
+from evotrainer.store.eventstore import EventStore
+from evotrainer.store.records import NewEvent, StoredEvent, row_to_event
 
 log = logging.getLogger(__name__)
 

@@ -13,18 +13,15 @@ written, and never holds a lock that spans branches.
 
 from __future__ import annotations
 
-import dataclasses
 import getpass
 import os
 import socket
-import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 import psycopg
@@ -39,12 +36,21 @@ from evotrainer.errors import (
     NotFoundError,
     UsageError,
 )
-from evotrainer.events import latest_version, upcast
-from evotrainer.events.schemas import validate
 from evotrainer.refs import BranchRef, check_name
 from evotrainer.store import sql
-from evotrainer.store.encoding import GENESIS_HASH, encode_payload, event_hash, format_time, hash_pieces
-from evotrainer.store.records import GlobalPosition, NewEvent, StoredEvent
+from evotrainer.store.batch import (
+    Batch,
+    BranchGone,
+    Prepared,
+    SentInsert,
+    ServerAppend,
+    already_json,
+    distinct_keys,
+    new_event_ids,
+    prepare,
+)
+from evotrainer.store.encoding import GENESIS_HASH, event_hash, format_time, hash_pieces
+from evotrainer.store.records import GlobalPosition, NewEvent, StoredEvent, row_to_event
 
 MAX_APPEND_ATTEMPTS = 20
 
@@ -77,151 +83,6 @@ CHUNK_EVENTS = 16
 transaction, and each event is validated, encoded and hashed just before its chunk is
 sent: the server inserts one chunk while this process prepares the next, so the two
 halves of an append run on two cores at once instead of taking turns."""
-
-
-class _Prepared(NamedTuple):
-    """An event validated and encoded once (a tuple: this is built for every event)."""
-
-    new: NewEvent
-    version: int
-    payload: dict[str, Any]
-    """As it will read back from jsonb (see encoding.encode_payload)."""
-    payload_json: bytes
-
-
-class _Batch:
-    """The events of one append, each prepared once, when it is first needed (a retry
-    after a lost race reuses the work)."""
-
-    def __init__(self, events: Sequence[NewEvent]) -> None:
-        self.events = events
-        self._prepared: list[_Prepared | None] = [None] * len(events)
-
-    def prepared(self, index: int) -> _Prepared:
-        done = self._prepared[index]
-        if done is None:
-            done = self._prepared[index] = prepare(self.events[index])
-        return done
-
-
-def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
-    (position, txid, event_id, experiment, branch, seq, type_, version, payload, causation,
-     correlation, key, actor, recorded_at, prev_hash, hash_) = row
-    version, payload = upcast(type_, version, payload)
-    return StoredEvent(
-        position, int(txid), event_id, experiment, branch, seq, type_, version, payload,
-        causation, correlation, key, actor, recorded_at, prev_hash, hash_,
-    )
-
-
-def prepare(new: NewEvent) -> _Prepared:
-    """Validate against the type's JSON Schema and fix the canonical bytes to be hashed."""
-    version = latest_version(new.type)
-    validate(new.type, version, new.payload)  # also fills in the schema's defaults
-    payload, payload_json = encode_payload(new.type, new.payload)
-    if new.idempotency_key is not None:
-        if not new.idempotency_key:
-            raise UsageError("an idempotency key must not be empty")
-        _check_text("idempotency key", new.idempotency_key)
-    if new.actor is not None:
-        _check_text("actor", new.actor)
-    if new.causation_id is not None or new.correlation_id is not None:
-        # Postgres keeps a UUID in its canonical form, and that form is what gets hashed.
-        causation = _canonical_uuid("causation_id", new.causation_id)
-        correlation = _canonical_uuid("correlation_id", new.correlation_id)
-        if (causation, correlation) != (new.causation_id, new.correlation_id):
-            new = dataclasses.replace(new, causation_id=causation, correlation_id=correlation)
-    return _Prepared(new, version, payload, payload_json)
-
-
-def _check_text(name: str, value: str) -> None:
-    """Postgres text holds neither NUL nor lone surrogates (which are not UTF-8)."""
-    if "\x00" in value:
-        raise UsageError(f"the {name} contains a NUL character")
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        raise UsageError(f"the {name} is not valid Unicode (a lone surrogate)") from None
-
-
-def _canonical_uuid(name: str, value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        return str(uuid.UUID(value))
-    except (ValueError, TypeError, AttributeError):
-        raise UsageError(f"{name} must be a UUID, not {value!r}") from None
-
-
-class _BranchGone(Exception):
-    """No branch row where a cached branch said: it was created in a transaction that
-    rolled back. Nothing was written, and the transaction can go on."""
-
-
-@dataclass
-class _SentInsert:
-    """INSERTs whose results (positions, transaction id) are read only once the append's
-    transaction is over: in pipeline mode, reading them earlier would cost a round trip."""
-
-    info: BranchInfo
-    recorded_at: datetime
-    lock: psycopg.Cursor[Any]
-    """sql.LOCK_BRANCH's cursor: the transaction id."""
-    chunks: list[tuple[list[_Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = field(default_factory=list)
-
-    def stored(self) -> list[StoredEvent]:
-        """The events as stored."""
-        info = self.info
-        txid = int(self.lock.fetchone()[0])  # type: ignore[index]
-        out: list[StoredEvent] = []
-        for chunk, rows, cursor in self.chunks:
-            placed = dict(cursor.fetchall())
-            out.extend(
-                StoredEvent(
-                    placed[row["seq"]], txid, row["event_id"], info.experiment, info.name,
-                    row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
-                    p.new.correlation_id, p.new.idempotency_key, row["actor"], self.recorded_at,
-                    row["prev_hash"], row["hash"],
-                )
-                for row, p in zip(rows, chunk, strict=True)
-            )
-        return out
-
-
-class _ServerAppend(NamedTuple):
-    """An append sent as one statement (migration 0006): its arguments, and what is needed
-    to turn the rows it returns into stored events."""
-
-    info: BranchInfo
-    batch: _Batch
-    recorded_at: datetime
-    ids_and_actors: list[tuple[str, str]]
-    params: dict[str, Any]
-
-    def stored(self, rows: list[tuple[Any, ...]], expected_seq: int | None) -> list[StoredEvent]:
-        """One event per row, in batch order; ConcurrencyError or _BranchGone when the
-        function wrote nothing because of either."""
-        info = self.info
-        out: list[StoredEvent | None] = [None] * len(self.batch.events)
-        for row in rows:
-            outcome, index = row[0], row[1]
-            if outcome == "gone":
-                raise _BranchGone()
-            if outcome == "conflict":
-                raise ConcurrencyError(str(info.ref), -1 if expected_seq is None else expected_seq, row[7])
-            if outcome == "existing":
-                out[index] = row_to_event(row[2:])
-                continue
-            p = self.batch.prepared(index)
-            new = p.new
-            event_id, actor = self.ids_and_actors[index]
-            out[index] = StoredEvent(
-                row[2], int(row[3]), event_id, info.experiment, info.name, row[7], new.type, p.version, p.payload,
-                new.causation_id, new.correlation_id, new.idempotency_key, actor, self.recorded_at, row[16], row[17],
-            )
-        if any(event is None for event in out):
-            raise RuntimeError("evotrainer_append() returned no row for some events")
-        return out  # type: ignore[return-value]
 
 
 class EventStore:
@@ -470,9 +331,9 @@ class EventStore:
         returns that function's rows; no rows at all means the statement decided not to
         append, and comes back as None. `params` holds the statement's other parameters.
         """
-        _distinct_keys(events)
+        distinct_keys(events)
         owns_transaction = not self.in_transaction()
-        batch = _Batch(events)
+        batch = Batch(events)
         for index in range(len(events)):  # a bad event is refused before any statement
             batch.prepared(index)
         info = self.branch(ref.branch_ref)
@@ -485,7 +346,7 @@ class EventStore:
                 if not rows:
                     return None
                 stored = call.stored(rows, params.get("expected_seq"))
-            except _BranchGone:
+            except BranchGone:
                 info = self._resolve_again(ref, owns_transaction)
                 continue
             except pg_errors.UniqueViolation as exc:
@@ -512,13 +373,13 @@ class EventStore:
         expected = params.get("expected_seq")
         raise ConcurrencyError(str(ref.branch_ref), -1 if expected is None else expected, self.head(ref.branch_ref)[0])
 
-    def _server_append(self, info: BranchInfo, batch: _Batch) -> _ServerAppend:
+    def _server_append(self, info: BranchInfo, batch: Batch) -> ServerAppend:
         """The arguments of evotrainer_append() for a prepared batch."""
         recorded_at = datetime.now(UTC)
         recorded_text = format_time(recorded_at)
         items = []
         actors = []
-        for index, event_id in enumerate(_new_uuids(len(batch.events))):
+        for index, event_id in enumerate(new_event_ids(len(batch.events))):
             p = batch.prepared(index)
             new = p.new
             actor = new.actor or self.actor
@@ -537,18 +398,18 @@ class EventStore:
             actors.append((event_id, actor))
         params = {
             "branch": info.branch_id, "fork_seq": info.fork_seq, "fork_hash": info.fork_hash,
-            "recorded_at": recorded_at, "events": Jsonb(orjson.dumps(items), dumps=_already_json),
+            "recorded_at": recorded_at, "events": Jsonb(orjson.dumps(items), dumps=already_json),
         }
-        return _ServerAppend(info, batch, recorded_at, actors, params)
+        return ServerAppend(info, batch, recorded_at, actors, params)
 
     def _append_pipelined(
         self, ref: BranchRef, events: Sequence[NewEvent], expected_seq: int | None
     ) -> list[StoredEvent]:
         """A batch of several chunks: its INSERTs travel without waiting on each other,
         and the server inserts a chunk while the next is prepared."""
-        keys = _distinct_keys(events)
+        keys = distinct_keys(events)
         owns_transaction = not self.in_transaction()
-        batch = _Batch(events)
+        batch = Batch(events)
         # Inside a caller's transaction every event is checked before any statement:
         # there is no savepoint to undo chunks already sent.
         for index in range(len(events) if not owns_transaction else CHUNK_EVENTS):
@@ -560,7 +421,7 @@ class EventStore:
                     existing, fresh, insert = self._append_in_transaction(
                         info, batch, keys, expected_seq, owns_transaction)
                 inserted = insert.stored() if insert is not None else []
-            except _BranchGone:
+            except BranchGone:
                 info = self._resolve_again(ref, owns_transaction)
                 continue
             except pg_errors.UniqueViolation as exc:
@@ -596,8 +457,8 @@ class EventStore:
         raise ConcurrencyError(str(ref.branch_ref), expected_seq or -1, self.head(ref.branch_ref)[0])
 
     def _append_in_transaction(
-        self, info: BranchInfo, batch: _Batch, keys: list[str], expected_seq: int | None, owns_transaction: bool
-    ) -> tuple[dict[str, StoredEvent], list[int], _SentInsert | None]:
+        self, info: BranchInfo, batch: Batch, keys: list[str], expected_seq: int | None, owns_transaction: bool
+    ) -> tuple[dict[str, StoredEvent], list[int], SentInsert | None]:
         """The events already in the branch by key, the indexes of the fresh ones, and
         their INSERTs (sent, results not read yet)."""
         events = batch.events
@@ -611,7 +472,7 @@ class EventStore:
         if cached is None:
             rows = self.conn.execute(sql.LOCK_HEAD_AND_KEYS, {"branch": info.branch_id, "keys": keys}).fetchall()
             if not rows:
-                raise _BranchGone()
+                raise BranchGone()
             if rows[0][0] is not None:
                 head = (rows[0][0], rows[0][1])
             found = [row[2:] for row in rows if row[2] is not None] if keys else []
@@ -632,8 +493,8 @@ class EventStore:
         return existing, fresh, self._insert(info, (batch.prepared(i) for i in fresh), head_seq, head_hash)
 
     def _insert(
-        self, info: BranchInfo, prepared: Iterable[_Prepared], head_seq: int, head_hash: str
-    ) -> _SentInsert:
+        self, info: BranchInfo, prepared: Iterable[Prepared], head_seq: int, head_hash: str
+    ) -> SentInsert:
         """Chain and send INSERTs of events after (head_seq, head_hash), CHUNK_EVENTS per
         statement; the caller reads what was stored with `.stored()`.
 
@@ -641,13 +502,13 @@ class EventStore:
         was sent, which is what lets the server work while the events are prepared.
         """
         lock = self.conn.cursor().execute(sql.LOCK_BRANCH, (info.branch_id,))
-        sent = _SentInsert(info, datetime.now(UTC), lock)
+        sent = SentInsert(info, datetime.now(UTC), lock)
         recorded_text = format_time(sent.recorded_at)
         pending = iter(prepared)
         prev, seq = head_hash, head_seq
         while chunk := list(islice(pending, CHUNK_EVENTS)):
             rows: list[dict[str, Any]] = []
-            for p, event_id in zip(chunk, _new_uuids(len(chunk)), strict=True):
+            for p, event_id in zip(chunk, new_event_ids(len(chunk)), strict=True):
                 new = p.new
                 actor = new.actor or self.actor
                 seq += 1
@@ -665,7 +526,7 @@ class EventStore:
                 })
                 prev = digest
             cursor = self.conn.cursor().execute(sql.INSERT_ROWS, (
-                info.branch_id, sent.recorded_at, Jsonb(orjson.dumps(rows), dumps=_already_json),
+                info.branch_id, sent.recorded_at, Jsonb(orjson.dumps(rows), dumps=already_json),
             ))
             sent.chunks.append((chunk, rows, cursor))
         return sent
@@ -714,30 +575,6 @@ class EventStore:
         return row_to_event(row)
 
 
-def _already_json(data: bytes) -> bytes:
-    """The batch is serialised by orjson already: hand psycopg the bytes as they are."""
-    return data
-
-
-_VARIANT_DIGIT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
-
-
-def _new_uuids(count: int) -> list[str]:
-    """Time-ordered (version 7, RFC 9562) UUIDs in text form: 48 bits of Unix time in
-    milliseconds, then 74 random bits. Event ids are a unique index: ids that grow with
-    time land at its right edge, where Postgres inserts cheaply and touches few pages,
-    where random ones would spread every insert over the whole index as it grows. Made in
-    bulk from one read of the system's randomness: uuid.uuid4() per event costs more
-    than hashing it."""
-    head = f"{time.time_ns() // 1_000_000:012x}"
-    prefix = f"{head[:8]}-{head[8:]}-7"
-    digits = os.urandom(10 * count).hex()
-    return [
-        f"{prefix}{digits[i:i + 3]}-{_VARIANT_DIGIT[digits[i + 3]]}{digits[i + 4:i + 7]}-{digits[i + 7:i + 19]}"
-        for i in range(0, 20 * count, 20)
-    ]
-
-
 def _clip(segments: tuple[tuple[int, int, int | None], ...], seq: int) -> tuple[tuple[int, int, int | None], ...]:
     """The parent's segments cut at the fork point: what a child inherits."""
     clipped = []
@@ -746,15 +583,6 @@ def _clip(segments: tuple[tuple[int, int, int | None], ...], seq: int) -> tuple[
             continue
         clipped.append((branch_id, after, seq if upto is None else min(upto, seq)))
     return tuple(clipped)
-
-
-def _distinct_keys(events: Sequence[NewEvent]) -> list[str]:
-    """The batch's idempotency keys; UsageError when one repeats (the second event would
-    silently come back as the first)."""
-    keys = [e.idempotency_key for e in events if e.idempotency_key is not None]
-    if len(keys) != len(set(keys)):
-        raise UsageError("a batch repeats an idempotency key")
-    return keys
 
 
 def _is_key_conflict(exc: pg_errors.UniqueViolation) -> bool:

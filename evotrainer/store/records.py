@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from evotrainer.events import Event, model_for
+from evotrainer.events import Event, model_for, upcast
 from evotrainer.refs import BranchRef
 
 
@@ -94,3 +94,13 @@ class StoredEvent(NamedTuple):
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
+
+
+def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
+    (position, txid, event_id, experiment, branch, seq, type_, version, payload, causation,
+     correlation, key, actor, recorded_at, prev_hash, hash_) = row
+    version, payload = upcast(type_, version, payload)
+    return StoredEvent(
+        position, int(txid), event_id, experiment, branch, seq, type_, version, payload,
+        causation, correlation, key, actor, recorded_at, prev_hash, hash_,
+    )
