@@ -17,7 +17,7 @@ import getpass
 import os
 import socket
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import islice
@@ -95,9 +95,8 @@ class EventStore:
         # Committed heads this connection wrote, by branch id. Events never change, so a
         # remembered (seq, hash) stays true; if another writer has moved past it, our
         # insert collides on (branch, seq) and we re-read. Saves a round trip per append.
-        # Only an autocommit connection's appends are known to have committed when they
-        # return: on any other, psycopg opens a transaction at the first read and the
-        # caller may still roll it back (a head past the table would leave a gap).
+        # Only heads of appends in the store's own transactions, which have committed
+        # when they return (a head past the table would leave a gap in seqs and chain).
         self._heads: dict[int, tuple[int, str]] = {}
         set_json_loads(orjson.loads, conn)
 
@@ -135,9 +134,19 @@ class EventStore:
         key = (ref.experiment, ref.branch)
         info = self._branches.get(key)
         if info is None:
-            info = self._resolve(ref)
+            with self._own_reads():
+                info = self._resolve(ref)
             self._branches[key] = info
         return info
+
+    def _own_reads(self) -> AbstractContextManager[Any]:
+        """Around the store's own lookups: on a connection without autocommit that is idle,
+        a transaction that ends with them. Otherwise psycopg opens one that stays open, and
+        the append that looked the branch up would take it for the caller's and leave it
+        uncommitted (while the next, with the branch known, commits its own)."""
+        if self.conn.autocommit or self.in_transaction():
+            return nullcontext()
+        return self.conn.transaction()
 
     def _forget(self, ref: BranchRef) -> None:
         info = self._branches.pop((ref.experiment, ref.branch), None)
@@ -174,7 +183,8 @@ class EventStore:
     def head(self, ref: BranchRef) -> tuple[int, str]:
         """The branch's last seq and hash (its fork point when it has no events of its own)."""
         info = self.branch(ref)
-        row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
+        with self._own_reads():
+            row = self.conn.execute(sql.HEAD, (info.branch_id,)).fetchone()
         return (row[0], row[1]) if row else (info.fork_seq, info.fork_hash)
 
     def branches(self, experiment: str | None = None) -> list[BranchInfo]:
@@ -365,7 +375,7 @@ class EventStore:
             inserted = [row[1] for row in rows if row[0] == "inserted"]
             if inserted:
                 last = stored[max(inserted)]
-                if owns_transaction and self.conn.autocommit:
+                if owns_transaction:
                     self._heads[info.branch_id] = (last.seq, last.hash)
                 else:
                     self._heads.pop(info.branch_id, None)
@@ -445,7 +455,7 @@ class EventStore:
                 # LOCK_BRANCH found no branch row behind a trusted cached head.
                 info = self._resolve_again(ref, owns_transaction, aborted=True)
                 continue
-            if inserted and owns_transaction and self.conn.autocommit:
+            if inserted and owns_transaction:
                 self._heads[info.branch_id] = (inserted[-1].seq, inserted[-1].hash)
             elif inserted:
                 self._heads.pop(info.branch_id, None)
@@ -464,7 +474,7 @@ class EventStore:
         events = batch.events
         # A head we committed ourselves is worth trusting in our own transaction (a stale
         # one costs a retry); inside a caller's there is no retry, so it is always read.
-        cached = self._heads.get(info.branch_id) if owns_transaction and self.conn.autocommit else None
+        cached = self._heads.get(info.branch_id) if owns_transaction else None
         if cached is not None and expected_seq is not None and cached[0] != expected_seq:
             cached = None
         existing: dict[str, StoredEvent] = {}

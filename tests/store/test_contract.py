@@ -269,32 +269,44 @@ class TestAtomicBatches:
         assert [e.seq for e in store.read_branch(MAIN)] == list(range(1, 4 * CHUNK_EVENTS + 3))
         assert audit(store).intact
 
-    def test_a_pipelined_batch_on_a_connection_without_autocommit(self, database_url: str) -> None:
-        """A store on a caller's connection that opens transactions itself (psycopg's
-        default) appends inside the transaction its first read opened; the caller commits."""
-        with EventStore(psycopg.connect(database_url)) as store:
-            store.create_experiment("exp")
-            store.conn.commit()
-            events = store.append(MAIN, [task(i) for i in range(2 * CHUNK_EVENTS)])
-            store.conn.commit()
+    def test_appends_on_an_idle_connection_without_autocommit_commit_themselves(self, database_url: str) -> None:
+        """On a caller's connection that opens transactions itself (psycopg's default), an
+        append made while the connection is idle is the store's own transaction and is
+        committed, whether or not the store had to look the branch up first; one made
+        inside the caller's transaction is the caller's to commit or roll back."""
+        with EventStore.connect(database_url) as setup:
+            setup.create_experiment("exp")
+        appended = []
+        for size in (2, 2 * CHUNK_EVENTS):  # one statement, and pipelined chunks
+            with EventStore(psycopg.connect(database_url)) as store:  # the branch is not known yet
+                appended += store.append(MAIN, [task(i) for i in range(size)])
+                assert store.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+                appended += store.append(MAIN, [task(i) for i in range(size)])
+                store.conn.execute("SELECT 1")  # the caller's transaction
+                store.append(MAIN, [task(i) for i in range(size)])
+                store.conn.rollback()
         with EventStore.connect(database_url) as reader:
-            assert reader.read_branch(MAIN)[1:] == events
+            assert reader.read_branch(MAIN)[1:] == appended
 
     def test_appends_the_caller_rolled_back_leave_no_gap_without_autocommit(self, database_url: str) -> None:
-        """On a connection without autocommit, looking up a branch opens a transaction
-        (psycopg opens one at the first read) that the caller may roll back with the append
-        in it, so no head an append wrote there may be remembered: it would be past the
-        table, and the next append would leave a gap in the seqs and the chain."""
+        """On a connection without autocommit the store remembers the head of an append
+        only when the transaction was its own and committed: a remembered head that a
+        rollback left past the table would make the next append leave a gap in the seqs
+        and the chain. (Looking the branch up used to open a transaction that the
+        append then ran in, uncommitted, while its head was remembered.)"""
         with EventStore.connect(database_url) as setup:
             setup.create_experiment("exp")
         for size in (2, 2 * CHUNK_EVENTS):  # one statement, and pipelined chunks
-            with EventStore(psycopg.connect(database_url)) as store:
+            with EventStore(psycopg.connect(database_url)) as store:  # the branch is not known yet
+                store.append(MAIN, [task(i) for i in range(size)])
+                store.conn.rollback()
+                store.conn.execute("SELECT 1")  # the caller's transaction
                 store.append(MAIN, [task(i) for i in range(size)])
                 store.conn.rollback()
                 store.append(MAIN, [task(i) for i in range(size)])
-                store.conn.commit()
         with EventStore.connect(database_url) as reader:
-            assert [e.seq for e in reader.read_branch(MAIN)] == list(range(1, 2 + 2 + 2 * CHUNK_EVENTS))
+            seqs = [e.seq for e in reader.read_branch(MAIN)]
+            assert seqs == list(range(1, 1 + 2 * (2 + 2 * CHUNK_EVENTS) + 1))
             assert audit(reader).intact
 
     def test_a_pipelined_batch_returns_what_is_stored(self, store: EventStore) -> None:
