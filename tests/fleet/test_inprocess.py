@@ -362,3 +362,57 @@ def test_a_close_on_a_branch_that_is_gone_is_undone(store: EventStore) -> None:
     with pytest.raises(NotFoundError, match="no branch ghost/main"):
         _close_and_append(store, request, 1, "failed", "m", [NewEvent.of(failed, idempotency_key="g1:outcome")])
     assert store.conn.execute("SELECT state FROM fleet_tasks WHERE task_id = 'g1'").fetchone() == ("running",)
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.published: list[str] = []
+
+    def publish(self, items: list[tuple[str, str]]) -> None:
+        self.published.extend(event_id for _, event_id in items)
+
+
+def _run_dispatcher(store: EventStore, cfg: FleetConfig, publisher: _Recorder, database_url: str
+                    ) -> tuple[Dispatcher, threading.Event, threading.Thread]:
+    dispatcher = Dispatcher(store, cfg, publisher)
+    stop = threading.Event()
+    thread = threading.Thread(target=dispatcher.run, args=(stop, lambda: EventStore.connect(database_url)))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not dispatcher._listening:  # its first rounds are over and it waits for notifications
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return dispatcher, stop, thread
+
+
+def _stop_dispatcher(stop: threading.Event, thread: threading.Thread, database_url: str) -> None:
+    stop.set()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("NOTIFY evotrainer_fleet")  # cut its wait short
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_notified_request_behind_an_older_transaction_is_published_as_soon_as_it_ends(
+    exp: EventStore, database_url: str
+) -> None:
+    """Readers see an event only once every older transaction has ended, so a notified
+    request can be committed and still unreadable. The dispatcher then looks again within
+    milliseconds, backing off, instead of waiting out its poll interval (30 s here)."""
+    publisher = _Recorder()
+    with EventStore.connect(database_url) as store, psycopg.connect(database_url) as older:
+        older.execute("SELECT pg_current_xact_id()")  # an open transaction, older than the request
+        _, stop, thread = _run_dispatcher(store, FleetConfig(lease_s=5, poll_s=30.0), publisher, database_url)
+        try:
+            request = request_task(exp, MAIN, "noop", task_id="late")  # notifies
+            time.sleep(0.3)
+            assert publisher.published == []  # committed, not readable yet
+            older.rollback()
+            ended = time.monotonic()
+            while request.event_id not in publisher.published and time.monotonic() - ended < 10:
+                time.sleep(0.01)
+            assert request.event_id in publisher.published
+            assert time.monotonic() - ended < 5
+        finally:
+            _stop_dispatcher(stop, thread, database_url)
+
