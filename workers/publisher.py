@@ -20,11 +20,13 @@ class CeleryPublisher:
         self.cfg = cfg
         # What a lost or refused broker connection raises: kombu's own errors, and the
         # transport client's (py-amqp, redis-py), which a declaration outside publish's
-        # retry wrapper lets through unwrapped.
+        # retry wrapper lets through unwrapped. Not the channel errors: a refused
+        # permission or a queue declared with other arguments is a mistake to fix, not
+        # an outage to wait out.
         with app.connection_for_write() as conn:
             self._broker_errors: tuple[type[BaseException], ...] = (
                 kombu.exceptions.OperationalError, kombu.exceptions.BatchPublishError, OSError,
-                *conn.connection_errors, *conn.channel_errors)
+                *conn.connection_errors)
 
     def publish(self, items: Sequence[tuple[str, str]]) -> None:
         try:
@@ -38,7 +40,7 @@ class CeleryPublisher:
                 # kombu binds a copy of the queue to the channel for every declaration.
                 names = {queue: self.cfg.broker_queue(queue) for queue, _ in items}
                 for name in set(names.values()):
-                    producer.maybe_declare(self.app.amqp.queues[name], retry=True,
+                    producer.maybe_declare(self.app.amqp.queues[name], retry=self.app.conf.task_publish_retry,
                                            **(self.app.conf.task_publish_retry_policy or {}))
                 for queue, event_id in items:
                     args = [event_id]

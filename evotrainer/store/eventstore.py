@@ -221,7 +221,8 @@ class EventStore:
         seq = head_seq if source.seq is None else source.seq
         if seq > head_seq:
             raise UsageError(f"{source} is past the head of {source.branch_ref} (seq {head_seq})")
-        fork_hash = self._hash_at(parent.segments, seq)
+        with self._own_reads():
+            fork_hash = self._hash_at(parent.segments, seq)
         payload = {"parent": str(source.branch_ref), "fork_seq": seq, "fork_hash": fork_hash, "reason": reason}
         prepared = prepare(NewEvent("BranchForked", payload))
         try:
@@ -279,7 +280,7 @@ class EventStore:
             with conn.pipeline(), conn.transaction():
                 yield
             return
-        server_error: psycopg.Error | None = None
+        failure: Exception | None = None
         committed = False
         try:
             try:
@@ -288,17 +289,18 @@ class EventStore:
                     try:
                         yield
                         conn.execute("COMMIT", prepare=False)
-                    except psycopg.Error as exc:
-                        # The server's error, read while a later statement was queued.
-                        # Leaving the pipeline reports the statements it skipped as
-                        # aborted (and psycopg warns about them if this error is still
-                        # on its way out): the error itself is what counts.
-                        server_error = exc
-            except psycopg.errors.PipelineAborted:
-                if server_error is None:
+                    except Exception as exc:
+                        # The server's error, read while a later statement was queued, or
+                        # one raised here (a bad event prepared between chunks). Held until
+                        # the pipeline is left: leaving it reports what the server skipped
+                        # (and psycopg logs a warning for that when an error is on its way
+                        # out); the first failure is what counts.
+                        failure = exc
+            except psycopg.Error:
+                if failure is None:
                     raise
-            if server_error is not None:
-                raise server_error
+            if failure is not None:
+                raise failure
             committed = True
         finally:
             if not committed:

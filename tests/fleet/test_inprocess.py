@@ -376,11 +376,14 @@ def _run_dispatcher(store: EventStore, cfg: FleetConfig, publisher: _Recorder, d
                     ) -> tuple[Dispatcher, threading.Event, threading.Thread]:
     dispatcher = Dispatcher(store, cfg, publisher)
     stop = threading.Event()
-    thread = threading.Thread(target=dispatcher.run, args=(stop, lambda: EventStore.connect(database_url)))
+    thread = threading.Thread(target=dispatcher.run, args=(stop, lambda: EventStore.connect(database_url)),
+                              daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
     while not dispatcher._listening:  # its first rounds are over and it waits for notifications
-        assert time.monotonic() < deadline
+        if time.monotonic() > deadline or not thread.is_alive():
+            _stop_dispatcher(stop, thread, database_url)
+            pytest.fail("the dispatcher never started waiting for notifications")
         time.sleep(0.01)
     return dispatcher, stop, thread
 
@@ -415,4 +418,3 @@ def test_a_notified_request_behind_an_older_transaction_is_published_as_soon_as_
             assert time.monotonic() - ended < 5
         finally:
             _stop_dispatcher(stop, thread, database_url)
-

@@ -269,6 +269,23 @@ class TestAtomicBatches:
         assert [e.seq for e in store.read_branch(MAIN)] == list(range(1, 4 * CHUNK_EVENTS + 3))
         assert audit(store).intact
 
+    def test_a_bad_event_met_after_a_chunk_failed_on_the_server_is_what_is_reported(
+        self, store: EventStore, database_url: str, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The first chunk collides with another writer's event (stale cached head) and,
+        before its error is read, the next chunk's preparation finds a bad event: the bad
+        event is what the caller hears about, nothing is written and nothing is logged."""
+        store.create_experiment("exp")
+        store.append(MAIN, [task(i) for i in range(2 * CHUNK_EVENTS)])  # caches the head
+        with EventStore.connect(database_url) as other:
+            other.append(MAIN, [task(99)])
+        bad = NewEvent("TaskRequested", {"task_id": "x"})
+        with pytest.raises(InvalidPayloadError):
+            store.append(MAIN, [task(i) for i in range(CHUNK_EVENTS + 1)] + [bad])
+        assert store.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert not [r for r in caplog.records if "error ignored" in r.getMessage()]
+        assert count_events(store) == 2 + 2 * CHUNK_EVENTS
+
     def test_appends_on_an_idle_connection_without_autocommit_commit_themselves(self, database_url: str) -> None:
         """On a caller's connection that opens transactions itself (psycopg's default), an
         append made while the connection is idle is the store's own transaction and is
@@ -285,8 +302,12 @@ class TestAtomicBatches:
                 store.conn.execute("SELECT 1")  # the caller's transaction
                 store.append(MAIN, [task(i) for i in range(size)])
                 store.conn.rollback()
+        with EventStore(psycopg.connect(database_url)) as store:  # so is a fork
+            store.fork(MAIN, "alt")
+            assert store.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with EventStore.connect(database_url) as reader:
             assert reader.read_branch(MAIN)[1:] == appended
+            assert reader.branch(BranchRef("exp", "alt")).fork_seq == 1 + len(appended)
 
     def test_appends_the_caller_rolled_back_leave_no_gap_without_autocommit(self, database_url: str) -> None:
         """On a connection without autocommit the store remembers the head of an append
