@@ -158,8 +158,8 @@ def parallel(url: str, branches: list[str], per_writer: int,
                     waits[key] = waits.get(key, 0) + 1
                 time.sleep(0.02)  # the sampler's own queries must not crowd out the writers
 
-    sampler = threading.Thread(target=sample_locks)
-    if watch_locks:
+    sampler = threading.Thread(target=sample_locks) if watch_locks else None
+    if sampler:
         sampler.start()
     began = time.perf_counter()
     start.set()
@@ -167,7 +167,7 @@ def parallel(url: str, branches: list[str], per_writer: int,
         proc.join()
     elapsed = time.perf_counter() - began
     stop.set()
-    if watch_locks:
+    if sampler:
         sampler.join()
     events = len(branches) * per_writer
     return events / elapsed, sum(cpu.get() for _ in procs) / events, samples, waits
