@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ def scratch_database(migrated: bool = True) -> Iterator[str]:
     name = f"evobench_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = ADMIN_URL.rpartition("/")[0] + "/" + name
+    url = database_url(ADMIN_URL, name)
     try:
         if migrated:
             migrate.upgrade(url)
@@ -33,6 +34,12 @@ def scratch_database(migrated: bool = True) -> Iterator[str]:
     finally:
         with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def database_url(server_url: str, name: str) -> str:
+    """`server_url` naming database `name` instead, its query (e.g. ?host=/socket/dir) kept."""
+    parts = urllib.parse.urlsplit(server_url)
+    return urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
 
 
 def best_rate(fn: Callable[[], int], repeats: int = 3) -> float:

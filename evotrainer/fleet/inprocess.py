@@ -48,8 +48,10 @@ def run_in_process(store: EventStore, cfg: FleetConfig | None = None,
     outcomes: list[Outcome] = []
     try:
         while stop is None or not stop.is_set():
-            dispatcher.step()
+            busy = dispatcher.step()
             if not queue.items:
+                if busy:
+                    continue  # more of the log to read (a round reads one batch)
                 if stop is None and dispatcher.caught_up() and not _running_elsewhere(store):
                     break
                 if stop is None:

@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 SUBSCRIPTION = "evotrainer-fleet-dispatcher"
 # Hand-offs taken for publishing at a time.
 BATCH = 50
+# Events read from the log per round: a round publishes what it recorded before reading
+# on, so the first tasks of a large request reach the broker without waiting for the
+# hand-offs of all the others.
+RECORD_BATCH = 100
 # A dispatcher takes a batch in a short transaction of its own and publishes after it
 # commits, so no row stays locked while the broker is talked to: a worker that already
 # got its message claims the task at once. On a pending row, published_at then means
@@ -68,7 +72,7 @@ SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks
 # while the batch was being published.
 MARK_PUBLISHED = f"""
 UPDATE fleet_tasks SET state = 'published', publish_count = publish_count + 1
- WHERE event_id = ANY(%s::uuid[]) AND state IN ('pending', 'published')
+ WHERE event_id = ANY(%b::uuid[]) AND state IN ('pending', 'published')
 RETURNING {sql.ASYNC_COMMIT}
 """
 # The outbox's own rows commit asynchronously: a crash of the server can only lose the
@@ -118,7 +122,7 @@ def record_handoffs(conn: psycopg.Connection[Any], events: list[StoredEvent]) ->
         # Outcomes appended by a worker closed their row already and match nothing here.
         conn.execute(
             "UPDATE fleet_tasks t SET state = c.state, finished_at = c.finished_at, lease_expires_at = NULL"
-            "  FROM unnest(%s::text[], %s::timestamptz[], %s::text[], %s::text[], %s::text[])"
+            "  FROM unnest(%b::text[], %b::timestamptz[], %b::text[], %b::text[], %b::text[])"
             "       AS c(state, finished_at, experiment, branch, task_id)"
             " WHERE (t.experiment, t.branch, t.task_id) = (c.experiment, c.branch, c.task_id)"
             "   AND t.state IN ('pending', 'published', 'running')",
@@ -156,13 +160,23 @@ class Dispatcher:
     def record(self) -> int:
         """Follow the log: hand-off rows for every new request; returns how many."""
         requests = 0
+        while True:
+            handled, recorded = self.record_batch()
+            requests += recorded
+            if not handled:
+                return requests
+
+    def record_batch(self) -> tuple[int, int]:
+        """Follow the log by one batch of at most RECORD_BATCH events; returns how many
+        events were read and how many of them were requests."""
+        requests = 0
 
         def handle(conn: psycopg.Connection[Any], events: list[StoredEvent]) -> None:
             nonlocal requests
             requests += record_handoffs(conn, events)
 
-        self.subscription.run_until_idle(handle)
-        return requests
+        handled = self.subscription.process(handle, limit=RECORD_BATCH)
+        return handled, requests
 
     def caught_up(self) -> bool:
         """Whether every event committed so far has been through `record`. Readers only
@@ -234,11 +248,11 @@ class Dispatcher:
         runs only after new requests were recorded, after a full batch (more may be
         due) or RESCAN_S after the last scan, and the reaper every RESCAN_S: a busy
         dispatcher does not spend two statements a round on scans that find nothing."""
-        done = self.record()
-        if done:
+        done, requests = self.record_batch()
+        if requests:
             crash_point("dispatcher-before-publish")
         now = time.monotonic()
-        if not throttle or done or self._publish_again or now >= self._next_publish_scan:
+        if not throttle or requests or self._publish_again or now >= self._next_publish_scan:
             published = self.publish_due()
             self._publish_again = published >= BATCH
             self._next_publish_scan = now + RESCAN_S
