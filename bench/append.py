@@ -74,6 +74,21 @@ def evotrainer_writer(url: str, branch: str, count: int, cpu: list[float] | None
     return count
 
 
+def machine_busy() -> tuple[int, int]:
+    """Busy and total CPU time of the whole machine so far, in clock ticks (/proc/stat).
+    Time stolen by the hypervisor is neither (it was never ours), and guest time is
+    already inside user time."""
+    user, nice, system, idle, iowait, irq, softirq = (
+        int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:8])
+    busy = user + nice + system + irq + softirq
+    return busy, busy + idle + iowait
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was busy between two machine_busy()."""
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
 def backend_cpu_s(pid: int) -> float:
     """CPU seconds used so far by a process on this machine (the server runs here)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -193,10 +208,16 @@ def main() -> None:
         rounds: list[tuple[float, float, float]] = []
         cpu_one: list[float] = []
         cpu_four: list[float] = []
+        busy_one: list[float] = []
+        busy_four: list[float] = []
         for i in range(args.repeats):
             raw = best_rate(lambda: raw_writer(url, args.events), repeats=1)
+            before = machine_busy()
             one = best_rate(lambda: evotrainer_writer(url, "main", args.events, cpu_one), repeats=1)
+            busy_one.append(busy_share(before, machine_busy()))
+            before = machine_busy()
             four, cpu, _, _ = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
+            busy_four.append(busy_share(before, machine_busy()))
             rounds.append((raw, one, four))
             cpu_four.append(cpu)
         _, _, samples, waits = parallel(url, [f"p{args.repeats}w{j}" for j in range(4)], args.events // 2,
@@ -220,12 +241,16 @@ def main() -> None:
     print(f"    waits on a lock another append holds: {sum(between.values())} in {samples} samples of pg_locks"
           f" {between or ''} (target 0); on relation extension: {sum(waits.values()) - sum(between.values())}")
     # One writer overlaps its own work with its server backend's (pipelined chunks), so
-    # it already keeps two cores busy; four writers can only add what cores remain.
+    # it already keeps most of the machine busy; four writers can only add what is left.
+    # The four writers' rounds include their processes' start, hence "about".
     per_event_one = sorted(cpu_one)[mid] / args.events
     per_event_four = sorted(cpu_four)[mid]
+    share_one, share_four = sorted(busy_one)[mid], sorted(busy_four)[mid]
     print(f"    CPU per event (writer + server): one writer {per_event_one * 1e6:.1f} us,"
-          f" four writers {per_event_four * 1e6:.1f} us; {os.cpu_count()} cores bound four writers"
-          f" at {(os.cpu_count() or 1) / per_event_four:.0f} events/s")
+          f" four writers {per_event_four * 1e6:.1f} us")
+    print(f"    the machine's {os.cpu_count()} cores were {share_one:.0%} busy with one writer and about"
+          f" {share_four:.0%} with four: at one writer's cost per event, four can reach at most"
+          f" {1 / share_one:.2f}x one")
 
 
 if __name__ == "__main__":
