@@ -248,9 +248,13 @@ class Dispatcher:
         runs only after new requests were recorded, after a full batch (more may be
         due) or RESCAN_S after the last scan, and the reaper every RESCAN_S: a busy
         dispatcher does not spend two statements a round on scans that find nothing."""
-        done, requests = self.record_batch()
+        handled, requests = self.record_batch()
         if requests:
             crash_point("dispatcher-before-publish")
+        # Busy when requests came in or the batch was full (more of the log is waiting).
+        # Outcomes alone do not count: a fleet at work appends them all the time, and
+        # chasing each one would cost a few statements per task for nothing.
+        done = requests or (handled if handled >= RECORD_BATCH else 0)
         now = time.monotonic()
         if not throttle or requests or self._publish_again or now >= self._next_publish_scan:
             published = self.publish_due()
