@@ -18,7 +18,7 @@ from evotrainer.fleet.execute import _close_and_append, execute
 from evotrainer.fleet.inprocess import run_in_process
 from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
 from evotrainer.fleet.listing import list_tasks
-from evotrainer.fleet.outbox import REAP_EXPIRED, RESCAN_S, TAKE_FOR_PUBLISHING, Dispatcher
+from evotrainer.fleet.outbox import BATCH, REAP_EXPIRED, RECORD_BATCH, RESCAN_S, TAKE_FOR_PUBLISHING, Dispatcher
 from evotrainer.fleet.registry import request_task
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
@@ -212,6 +212,38 @@ def test_a_throttled_dispatcher_rescans_for_due_rows_once_a_second(exp: EventSto
     time.sleep(RESCAN_S)
     assert dispatcher.step(throttle=True) == 1
     assert [event_id for _, event_id in published] == [request.event_id] * 2
+
+
+def test_a_dispatcher_publishes_each_batch_it_reads_and_idles_on_outcomes(exp: EventStore) -> None:
+    """The first tasks of a large request reach the broker before the rest are even
+    recorded; outcomes alone (a fleet at work appends one per task) do not keep the
+    dispatcher busy, though it reads them (one appended by hand closes its task)."""
+    published: list[tuple[str, str]] = []
+
+    class Recording:
+        def publish(self, items: list[tuple[str, str]]) -> None:
+            published.extend(items)
+
+    dispatcher = Dispatcher(exp, CFG, Recording())
+    count = RECORD_BATCH + BATCH
+    exp.append(MAIN, [NewEvent.of(TaskRequested(task_id=f"b{i}", kind="noop", queue="control"),
+                                  idempotency_key=f"b{i}:requested") for i in range(count)])
+    deadline = time.monotonic() + 60
+    while not published:
+        assert time.monotonic() < deadline
+        dispatcher.step(throttle=True)
+    recorded = exp.conn.execute("SELECT count(*) FROM fleet_tasks").fetchone()[0]  # type: ignore[index]
+    assert len(published) == BATCH and recorded < count
+    while len(published) < count:
+        assert time.monotonic() < deadline
+        dispatcher.step(throttle=True)
+    exp.append(MAIN, [NewEvent.of(TaskCompleted(task_id=f"b{i}", worker="by hand", attempt=1, duration_s=0),
+                                  idempotency_key=f"b{i}:outcome") for i in range(3)])
+    while not dispatcher.caught_up():
+        assert time.monotonic() < deadline
+        assert dispatcher.step(throttle=True) == 0
+    states = exp.conn.execute("SELECT state, count(*) FROM fleet_tasks GROUP BY state ORDER BY state").fetchall()
+    assert states == [("completed", 3), ("published", count - 3)]
 
 
 def test_the_dispatchers_scans_use_the_open_task_index(exp: EventStore) -> None:
