@@ -10,6 +10,10 @@ with the same settings. Both tasks push their start time to one Redis list, so "
 start" means the same thing on both sides. Prints throughput (tasks/s, until the last
 task completed), latency from append (or publish) to task start (p50, p99) and the
 ratios; the target is a throughput overhead of at most 2x.
+
+The workers run with their defaults, so a no-op task (far shorter than
+EVOTRAINER_DURABLE_CLOSE_SECONDS) records its outcome without waiting for the disk;
+--durable makes every outcome wait, as a task longer than that does.
 """
 
 from __future__ import annotations
@@ -231,7 +235,11 @@ def main() -> None:
     parser.add_argument("--branches", type=int, default=1,
                         help="spread the throughput run's tasks over this many branches (1: every completion "
                              "appends to one branch, the worst case for the store's per-branch sequence)")
+    parser.add_argument("--durable", action="store_true",
+                        help="every outcome waits for the disk (EVOTRAINER_DURABLE_CLOSE_SECONDS=0)")
     args = parser.parse_args()
+    if args.durable:
+        os.environ["EVOTRAINER_DURABLE_CLOSE_SECONDS"] = "0"
 
     import tempfile
 
@@ -275,7 +283,8 @@ def main() -> None:
         return 1000 * _percentile(values, q)
 
     print(f"Redis broker, 2 workers (threads pool, concurrency 1 each), {args.tasks} no-op tasks on "
-          f"{args.branches} branch(es), {args.repeats} rounds; {len(fleet_lat)} latency samples")
+          f"{args.branches} branch(es), {args.repeats} rounds; {len(fleet_lat)} latency samples; outcomes "
+          + ("wait for the disk (--durable)" if args.durable else "of tasks this short do not wait for the disk"))
     print("throughput runs (tasks/s): " + "; ".join(
         f"{name} " + ", ".join(f"{r:.0f}" for r in found) for name, found in rates.items()))
     print(f"{'':28}{'bare celery':>14}{'evotrainer':>14}{'ratio':>10}")

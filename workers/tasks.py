@@ -84,7 +84,7 @@ def run_task(self: Task, event_id: str) -> str:
         return "rejected"
     try:
         rt = runtime()
-        outcome = execute(rt.store(), event_id, rt.keeper)
+        outcome = execute(rt.store(), event_id, rt.keeper, rt.cfg.durable_close_after_s)
     except (TransientTaskError, *TRANSIENT_DB_ERRORS) as exc:
         # Connecting failed, or the attempt was interrupted: the connection may be dead.
         if _runtime is not None:

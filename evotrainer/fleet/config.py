@@ -54,6 +54,11 @@ class FleetConfig:
     """A hand-off the broker accepted but no worker started is published again after this
     (doubling each time): covers a broker that lost a message, e.g. Redis restarted
     without persistence. Duplicates are harmless."""
+    durable_close_after_s: float = 0.1
+    """An attempt that ran at least this long (EVOTRAINER_DURABLE_CLOSE_SECONDS) records
+    its outcome with a commit that waits for the disk; a shorter one's commit does not
+    (see execute.py: a crash of the server can then undo it, which only runs the task
+    again). 0: every outcome waits for the disk."""
     retry_backoff_s: float = 1.0
     """First wait before retrying after a transient error; doubles up to retry_backoff_max_s."""
     retry_backoff_max_s: float = 60.0
@@ -76,6 +81,8 @@ class FleetConfig:
                 f"the heartbeat ({self.heartbeat_s:g}s) must be positive and shorter than the lease "
                 f"({self.lease_s:g}s), or live tasks lose their lease; set EVOTRAINER_LEASE_SECONDS higher"
             )
+        if self.durable_close_after_s < 0:
+            raise UsageError("EVOTRAINER_DURABLE_CLOSE_SECONDS must not be negative")
         if self.broker_url is not None and not self.broker_url.startswith(("redis://", "rediss://", "amqp://",
                                                                            "amqps://", "pyamqp://")):
             raise UsageError(f"EVOTRAINER_BROKER_URL must be a redis:// or amqp:// URL, not {self.broker_url!r}")
@@ -92,6 +99,7 @@ class FleetConfig:
             poll_s=_env_float("EVOTRAINER_DISPATCH_POLL_SECONDS", cls.poll_s),
             republish_after_s=_env_float("EVOTRAINER_REPUBLISH_AFTER_SECONDS", cls.republish_after_s),
             retry_backoff_s=_env_float("EVOTRAINER_RETRY_BACKOFF_SECONDS", cls.retry_backoff_s),
+            durable_close_after_s=_env_float("EVOTRAINER_DURABLE_CLOSE_SECONDS", cls.durable_close_after_s),
         )
 
     def broker_queue(self, queue: str) -> str:

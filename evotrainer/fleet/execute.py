@@ -8,6 +8,16 @@ key is `<task_id>:outcome`, so the unique index allows one outcome per task what
 races; every outcome (and its domain events, `<task_id>:<n>`) is appended in the
 transaction that closes the task's row, which matches only while the row is open, so a
 redelivered or re-published task never records anything twice.
+
+The close of an attempt that ran less than `durable_close_after_s` (FleetConfig) commits
+without waiting for the disk, which is most of what recording a millisecond task's
+outcome would otherwise cost. Postgres writes it out within a few hundred milliseconds
+(wal_writer_delay); a crash of the server before then undoes the close as if it had
+rolled back, leaving the task's row as it was (a lease that expires, or a hand-off that
+is published again), so the task runs again: nothing is lost or recorded twice, and the
+crash costs re-running less than `durable_close_after_s` of work. Whatever depends on
+such an outcome and commits durably (the next append to its branch, a fork at it, a
+consumer's checkpoint past it) makes it durable too, since the log is flushed in order.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import psycopg
 from evotrainer.errors import ConcurrencyError, DatabaseUnavailableError, InvalidPayloadError
 from evotrainer.events import TaskCompleted, TaskFailed, TaskRequested
 from evotrainer.fleet import leases
+from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.errors import TaskInputError, TransientTaskError
 from evotrainer.fleet.registry import TaskRequest, TaskResult, kind_spec, validate_inputs
 from evotrainer.refs import BranchRef
@@ -63,11 +74,13 @@ class AttemptInterrupted(TransientTaskError):
         self.attempt = attempt
 
 
-def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper) -> Outcome:
+def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper,
+            durable_after_s: float = FleetConfig.durable_close_after_s) -> Outcome:
     """Run the task whose TaskRequested event is `event_id`, once, if nobody else is.
 
     Raises TransientTaskError (AttemptInterrupted once the lease was taken) when it is
-    worth trying again; every other failure is recorded as TaskFailed.
+    worth trying again; every other failure is recorded as TaskFailed. An attempt that
+    ran at least `durable_after_s` waits for its outcome to reach the disk (see above).
     """
     worker = keeper.worker
     try:
@@ -82,7 +95,7 @@ def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper) -> Out
     attempt = claimed.attempt
     keeper.hold(event_id)
     try:
-        return _run_attempt(store, event, attempt, worker)
+        return _run_attempt(store, event, attempt, worker, durable_after_s)
     except TransientTaskError as exc:
         raise AttemptInterrupted(event_id, attempt, exc) from exc
     except TRANSIENT_DB_ERRORS as exc:
@@ -115,7 +128,7 @@ def _claim_and_load(
     return leases.claim_contended(conn, event_id, keeper.worker, keeper.lease_s, keeper.snapshot()), event
 
 
-def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: str) -> Outcome:
+def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: str, durable_after_s: float) -> Outcome:
     started = time.monotonic()
     try:
         task = _request_of(event)
@@ -124,13 +137,15 @@ def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: st
         result = spec.function(request)
         if not isinstance(result, TaskResult):
             raise TypeError(f"task kind {task.kind} returned {type(result).__name__}, not a TaskResult")
-        return _complete(store, event, task, attempt, worker, result, time.monotonic() - started)
+        ran_s = time.monotonic() - started
+        return _complete(store, event, task, attempt, worker, result, ran_s, durable=ran_s >= durable_after_s)
     except (TransientTaskError, *TRANSIENT_DB_ERRORS):
         raise
     except Exception as exc:  # noqa: BLE001
         # The one place that records an arbitrary failure: whatever a task function raises
         # (or its results fail validation) is the task's outcome, recorded once, never retried.
-        return record_failure(store, event, attempt, worker, exc)
+        durable = time.monotonic() - started >= durable_after_s
+        return record_failure(store, event, attempt, worker, exc, durable=durable)
 
 
 def _request_of(event: StoredEvent) -> TaskRequested:
@@ -142,7 +157,7 @@ def _request_of(event: StoredEvent) -> TaskRequested:
 
 
 def _complete(store: EventStore, event: StoredEvent, task: TaskRequested, attempt: int, worker: str,
-              result: TaskResult, duration_s: float) -> Outcome:
+              result: TaskResult, duration_s: float, durable: bool = True) -> Outcome:
     meta: dict[str, Any] = {"causation_id": event.event_id, "correlation_id": event.correlation_id or event.event_id}
     domain = [
         dataclasses.replace(e, idempotency_key=e.idempotency_key or f"{task.task_id}:{n}",
@@ -153,7 +168,7 @@ def _complete(store: EventStore, event: StoredEvent, task: TaskRequested, attemp
     completed = TaskCompleted(task_id=task.task_id, worker=worker, attempt=attempt, outputs=result.outputs,
                               duration_s=round(duration_s, 6))
     outcome = NewEvent.of(completed, idempotency_key=outcome_key(task.task_id), **meta)
-    if _close_and_append(store, event, attempt, "completed", None, [*domain, outcome]):
+    if _close_and_append(store, event, attempt, "completed", None, [*domain, outcome], durable):
         return Outcome("completed", attempt)
     return _already_closed(attempt)
 
@@ -164,12 +179,15 @@ CLOSE_AND_APPEND = (
     "SELECT * FROM evotrainer_fleet_close(%(task)s, %(attempt)s, %(state)s, %(error)s, %(branch)s,"
     " %(fork_seq)s, %(fork_hash)s, %(recorded_at)s, %(events)s)"
 )
+# The same, committed without waiting for the disk (see the module's docstring). The filter
+# runs before the statement's implicit transaction commits, and holds for every row.
+CLOSE_AND_APPEND_NO_WAIT = f"{CLOSE_AND_APPEND} WHERE {sql.ASYNC_COMMIT} = 'off'"
 # evotrainer_fleet_close() undoes everything with this when the outcome's key was taken.
 OUTCOME_TAKEN_SQLSTATE = "EV001"
 
 
 def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state: str, error: str | None,
-                      events: list[NewEvent]) -> bool:
+                      events: list[NewEvent], durable: bool = True) -> bool:
     """Close the task's row and append its outcome (the last of `events`) in one
     transaction; False, with nothing written, when the task was already closed.
 
@@ -178,13 +196,15 @@ def _close_and_append(store: EventStore, event: StoredEvent, attempt: int, state
     reads an outcome whose row is still open. An outcome already in the branch under the
     outcome's key (appended by other means) stands, and this is undone. Inside a caller's
     transaction (the reaper's) the statement runs under a savepoint, so that undoing it
-    leaves the caller's transaction usable.
+    leaves the caller's transaction usable. Not `durable`: the statement's own transaction
+    commits without waiting for the disk (never a caller's, whose commit is its own).
     """
     params = {"task": event.event_id, "attempt": attempt, "state": state, "error": error}
+    in_transaction = store.in_transaction()
+    statement = CLOSE_AND_APPEND if durable or in_transaction else CLOSE_AND_APPEND_NO_WAIT
     try:
-        with store.transaction() if store.in_transaction() else nullcontext():
-            stored = store.append_through(
-                BranchRef(event.experiment, event.branch), events, CLOSE_AND_APPEND, params)
+        with store.transaction() if in_transaction else nullcontext():
+            stored = store.append_through(BranchRef(event.experiment, event.branch), events, statement, params)
     except psycopg.Error as exc:
         if exc.sqlstate == OUTCOME_TAKEN_SQLSTATE:
             return False
@@ -196,7 +216,8 @@ def _already_closed(attempt: int) -> Outcome:
     return Outcome("skipped", attempt, "another attempt already recorded the outcome")
 
 
-def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: str, exc: BaseException) -> Outcome:
+def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: str, exc: BaseException,
+                   durable: bool = True) -> Outcome:
     """Append TaskFailed for `exc` (class, message, traceback) and close the task."""
     message = str(exc) or repr(exc)
     if isinstance(exc, InvalidPayloadError):
@@ -208,7 +229,7 @@ def record_failure(store: EventStore, event: StoredEvent, attempt: int, worker: 
     task_id = event.payload.get("task_id") or event.event_id
     failed = TaskFailed(task_id=task_id, worker=worker, attempt=max(attempt, 1), error_class=error_class,
                         message=message, traceback=tb, retryable=False)
-    return _append_failure(store, event, failed, attempt)
+    return _append_failure(store, event, failed, attempt, durable)
 
 
 def record_exhausted(store: EventStore, event: StoredEvent, claimed: leases.Claim) -> Outcome:
@@ -217,11 +238,12 @@ def record_exhausted(store: EventStore, event: StoredEvent, claimed: leases.Clai
     return _append_failure(store, event, failed, claimed.attempt)
 
 
-def _append_failure(store: EventStore, event: StoredEvent, failed: TaskFailed, attempt: int) -> Outcome:
+def _append_failure(store: EventStore, event: StoredEvent, failed: TaskFailed, attempt: int,
+                    durable: bool = True) -> Outcome:
     meta = {"causation_id": event.event_id, "correlation_id": event.correlation_id or event.event_id}
     outcome = NewEvent.of(failed, idempotency_key=outcome_key(failed.task_id), **meta)
     detail = f"{failed.error_class}: {failed.message}"
-    if _close_and_append(store, event, attempt, "failed", detail[:2000], [outcome]):
+    if _close_and_append(store, event, attempt, "failed", detail[:2000], [outcome], durable):
         return Outcome("failed", attempt, detail)
     return _already_closed(attempt)
 

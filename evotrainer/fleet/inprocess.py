@@ -79,7 +79,7 @@ def _execute_with_retries(store: EventStore, event_id: str, keeper: LeaseKeeper,
                           conninfo: str) -> Outcome:
     for retry in range(cfg.max_transient_retries + 1):
         try:
-            return execute(store, event_id, keeper)
+            return execute(store, event_id, keeper, cfg.durable_close_after_s)
         except TransientTaskError as exc:
             if isinstance(exc, AttemptInterrupted):
                 release_lease(conninfo, event_id, exc.attempt, keeper.worker, str(exc))

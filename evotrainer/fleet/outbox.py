@@ -145,16 +145,17 @@ class Dispatcher:
         self._next_publish_scan = 0.0
         self._next_reap = 0.0
 
-    def wait(self, stop: threading.Event) -> None:
-        """Sleep until a request is notified, `stop` is set, or poll_s has passed."""
+    def wait(self, stop: threading.Event, timeout: float | None = None) -> None:
+        """Sleep until a request is notified, `stop` is set, or `timeout` (poll_s) has passed."""
+        timeout = self.cfg.poll_s if timeout is None else timeout
         conn = self.store.conn
         if not conn.autocommit:
-            stop.wait(self.cfg.poll_s)
+            stop.wait(timeout)
             return
         if not self._listening:
             conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
             self._listening = True
-        for _ in conn.notifies(timeout=self.cfg.poll_s, stop_after=1):
+        for _ in conn.notifies(timeout=timeout, stop_after=1):
             pass
 
     def record(self) -> int:
@@ -293,9 +294,10 @@ class Dispatcher:
                         self.wait(stop)
                     else:
                         # Committed but not yet readable (an older transaction on the
-                        # server is still open): look again soon, backing off to the poll
-                        # interval while that transaction lasts.
-                        stop.wait(lag_wait)
+                        # server is still open), or, on a busy fleet, outcomes appended
+                        # since the last read: look again soon, backing off to the poll
+                        # interval, and at once when a request is notified.
+                        self.wait(stop, lag_wait)
                         lag_wait = min(self.cfg.poll_s, lag_wait * 2)
                 except TRANSIENT_DB_ERRORS:
                     self._reconnect(reconnect)

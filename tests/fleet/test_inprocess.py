@@ -246,6 +246,35 @@ def test_a_dispatcher_publishes_each_batch_it_reads_and_idles_on_outcomes(exp: E
     assert states == [("completed", 3), ("published", count - 3)]
 
 
+def _wal_syncs(store: EventStore) -> int:
+    """How often the server has flushed its write-ahead log to disk, this connection's
+    own flushes counted up to now (its statistics are otherwise reported lazily)."""
+    store.conn.execute("SELECT pg_stat_force_next_flush()")
+    return store.conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()[0]  # type: ignore[index]
+
+
+def test_a_short_attempt_records_its_outcome_without_waiting_for_the_disk(exp: EventStore) -> None:
+    """Attempts shorter than durable_close_after_s leave the flush to the WAL writer (a
+    few hundred milliseconds later); with 0 every outcome waits for its own."""
+    fsync, method = exp.conn.execute(
+        "SELECT current_setting('fsync'), current_setting('wal_sync_method')").fetchone()  # type: ignore[misc]
+    if fsync != "on" or method not in ("fdatasync", "fsync", "fsync_writethrough"):
+        pytest.skip(f"pg_stat_wal does not count this server's flushes (fsync={fsync}, {method})")
+    keeper = LeaseKeeper(conninfo_of(exp), "w:1", 5, 1)
+
+    def flushes(prefix: str, durable_after_s: float) -> int:
+        requests = [request_task(exp, MAIN, "noop", task_id=f"{prefix}{i}") for i in range(20)]
+        record_all(exp)
+        before = _wal_syncs(exp)
+        for request in requests:
+            assert execute(exp, request.event_id, keeper, durable_after_s).state == "completed"
+        return _wal_syncs(exp) - before
+
+    assert flushes("short", durable_after_s=0.1) < 10
+    assert flushes("durable", durable_after_s=0.0) >= 20
+    assert list(outcomes(exp).values()) == [["TaskCompleted"]] * 40
+
+
 def test_the_dispatchers_scans_use_the_open_task_index(exp: EventStore) -> None:
     """Closed tasks pile up forever: publishing and reaping must not read them."""
     exp.conn.execute("SET enable_seqscan = off")
