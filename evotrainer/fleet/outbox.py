@@ -57,8 +57,11 @@ UPDATE fleet_tasks SET published_at = now()
       WHERE finished_at IS NULL  -- the open tasks' index (migration 0007), in request order
         AND ((state = 'pending'
               AND (published_at IS NULL OR published_at < now() - make_interval(secs => %(lease_s)s)))
-             OR (state = 'published' AND published_at < now() - make_interval(secs =>
-                 %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10)))))
+             OR (state = 'published' AND (published_at < now() - make_interval(secs =>
+                 %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10)))
+                 -- Published before the server last started: a short task's outcome (and its
+                 -- claim) may have been lost in the crash after its message was acknowledged.
+                 OR published_at < pg_postmaster_start_time())))
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 RETURNING event_id::text, queue, requested_at, {sql.ASYNC_COMMIT}
 """

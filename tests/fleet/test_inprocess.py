@@ -214,6 +214,26 @@ def test_a_throttled_dispatcher_rescans_for_due_rows_once_a_second(exp: EventSto
     assert [event_id for _, event_id in published] == [request.event_id] * 2
 
 
+def test_a_hand_off_published_before_the_server_restarted_is_published_again(exp: EventStore) -> None:
+    """A short task's claim and outcome may be lost in a crash of the server after its
+    message was acknowledged: what was published before the server last started goes out
+    again, rather than after republish_after_s."""
+    published: list[tuple[str, str]] = []
+
+    class Recording:
+        def publish(self, items: list[tuple[str, str]]) -> None:
+            published.extend(items)
+
+    dispatcher = Dispatcher(exp, CFG, Recording())
+    before, after = (request_task(exp, MAIN, "noop", task_id=name) for name in ("before", "after"))
+    record_all(exp)
+    assert dispatcher.publish_due() == 2 and dispatcher.publish_due() == 0
+    exp.conn.execute("UPDATE fleet_tasks SET published_at = pg_postmaster_start_time() - interval '1 second'"
+                     " WHERE task_id = 'before'")
+    assert dispatcher.publish_due() == 1
+    assert [event_id for _, event_id in published] == [before.event_id, after.event_id, before.event_id]
+
+
 def test_a_dispatcher_publishes_each_batch_it_reads_and_idles_on_outcomes(exp: EventStore) -> None:
     """The first tasks of a large request reach the broker before the rest are even
     recorded; outcomes alone (a fleet at work appends one per task) do not keep the
