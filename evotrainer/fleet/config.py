@@ -81,8 +81,8 @@ class FleetConfig:
                 f"the heartbeat ({self.heartbeat_s:g}s) must be positive and shorter than the lease "
                 f"({self.lease_s:g}s), or live tasks lose their lease; set EVOTRAINER_LEASE_SECONDS higher"
             )
-        if self.durable_close_after_s < 0:
-            raise UsageError("EVOTRAINER_DURABLE_CLOSE_SECONDS must not be negative")
+        if not self.durable_close_after_s >= 0:  # (NaN too)
+            raise UsageError(f"EVOTRAINER_DURABLE_CLOSE_SECONDS must be 0 or more, not {self.durable_close_after_s}")
         if self.broker_url is not None and not self.broker_url.startswith(("redis://", "rediss://", "amqp://",
                                                                            "amqps://", "pyamqp://")):
             raise UsageError(f"EVOTRAINER_BROKER_URL must be a redis:// or amqp:// URL, not {self.broker_url!r}")

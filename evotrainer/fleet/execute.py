@@ -15,9 +15,12 @@ outcome would otherwise cost. Postgres writes it out within a few hundred millis
 (wal_writer_delay); a crash of the server before then undoes the close as if it had
 rolled back, leaving the task's row as it was (a lease that expires, or a hand-off that
 is published again), so the task runs again: nothing is lost or recorded twice, and the
-crash costs re-running less than `durable_close_after_s` of work. Whatever depends on
-such an outcome and commits durably (the next append to its branch, a fork at it, a
-consumer's checkpoint past it) makes it durable too, since the log is flushed in order.
+crash costs re-running less than `durable_close_after_s` of work, and one of the task's
+attempts (the last allowed attempt's outcome always waits for the disk). Whatever
+depends on such an outcome and commits durably (the next append to its branch, a fork
+at it, a consumer's checkpoint past it) makes it durable too, since the log is flushed
+in order. Only a reader outside the database (a listing, an export) can have seen an
+outcome that a crash then replaces with the second run's.
 """
 
 from __future__ import annotations
@@ -138,14 +141,24 @@ def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: st
         if not isinstance(result, TaskResult):
             raise TypeError(f"task kind {task.kind} returned {type(result).__name__}, not a TaskResult")
         ran_s = time.monotonic() - started
-        return _complete(store, event, task, attempt, worker, result, ran_s, durable=ran_s >= durable_after_s)
+        durable = _waits_for_disk(event, attempt, ran_s, durable_after_s)
+        return _complete(store, event, task, attempt, worker, result, ran_s, durable)
     except (TransientTaskError, *TRANSIENT_DB_ERRORS):
         raise
     except Exception as exc:  # noqa: BLE001
         # The one place that records an arbitrary failure: whatever a task function raises
         # (or its results fail validation) is the task's outcome, recorded once, never retried.
-        durable = time.monotonic() - started >= durable_after_s
+        durable = _waits_for_disk(event, attempt, time.monotonic() - started, durable_after_s)
         return record_failure(store, event, attempt, worker, exc, durable=durable)
+
+
+def _waits_for_disk(event: StoredEvent, attempt: int, ran_s: float, durable_after_s: float) -> bool:
+    """Whether this attempt's outcome commits durably (see the module's docstring). The
+    last allowed attempt's always does: were it undone by a crash, the reaper would find
+    the task's attempts used up and record a task that succeeded as failed."""
+    max_attempts = event.payload.get("max_attempts", 3)
+    last = not isinstance(max_attempts, int) or attempt >= max_attempts
+    return last or ran_s >= durable_after_s
 
 
 def _request_of(event: StoredEvent) -> TaskRequested:

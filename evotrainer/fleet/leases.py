@@ -84,8 +84,8 @@ def holder_is_gone(holder: str | None, running_here: set[str], event_id: str) ->
 #
 # A statement that claims commits asynchronously (sql.ASYNC_COMMIT in its select list): a
 # claim lost in a server crash only means the task runs again, which the outcome's
-# idempotency key makes harmless, and the outcome's own synchronous commit flushes the
-# write-ahead log past the claim, so no outcome is ever durable while its claim is not.
+# idempotency key makes harmless. The write-ahead log is flushed in order, so no outcome
+# is ever durable while its claim is not.
 CLAIM_FREE_CTES = """
 claimed AS (
     UPDATE fleet_tasks SET state = 'running', attempts = attempts + 1, worker = %(worker)s, heartbeat_at = now(),

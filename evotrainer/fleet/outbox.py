@@ -61,6 +61,8 @@ UPDATE fleet_tasks SET published_at = now()
                  %(republish_s)s * power(2, least(greatest(publish_count - 1, 0), 10)))
                  -- Published before the server last started: a short task's outcome (and its
                  -- claim) may have been lost in the crash after its message was acknowledged.
+                 -- (A crash the postmaster survives, or a failover, keeps its start time:
+                 -- such a task waits for republish_s.)
                  OR published_at < pg_postmaster_start_time())))
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 RETURNING event_id::text, queue, requested_at, {sql.ASYNC_COMMIT}
@@ -82,7 +84,7 @@ RETURNING {sql.ASYNC_COMMIT}
 # newest of them, and each loss leads to a second delivery, never to none. A lost
 # hand-off row goes with the subscription checkpoint that covered its request (so it is
 # recorded again); a lost "taken" or "published" mark lets the row be published again.
-# Every outcome a worker appends commits synchronously, which flushes all of these.
+# The log is flushed in order, so whatever later commit is durable makes these durable.
 #
 # Scans that only find work as time passes (re-publishing rows nobody started, the
 # reaper's expired leases) run at most this often when nothing new was recorded.

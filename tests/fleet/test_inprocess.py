@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -224,7 +225,8 @@ def test_a_hand_off_published_before_the_server_restarted_is_published_again(exp
         def publish(self, items: list[tuple[str, str]]) -> None:
             published.extend(items)
 
-    dispatcher = Dispatcher(exp, CFG, Recording())
+    # (Not by republish_after_s: the server may have been up for longer than any setting.)
+    dispatcher = Dispatcher(exp, dataclasses.replace(CFG, republish_after_s=1e9), Recording())
     before, after = (request_task(exp, MAIN, "noop", task_id=name) for name in ("before", "after"))
     record_all(exp)
     assert dispatcher.publish_due() == 2 and dispatcher.publish_due() == 0
@@ -275,24 +277,31 @@ def _wal_syncs(store: EventStore) -> int:
 
 def test_a_short_attempt_records_its_outcome_without_waiting_for_the_disk(exp: EventStore) -> None:
     """Attempts shorter than durable_close_after_s leave the flush to the WAL writer (a
-    few hundred milliseconds later); with 0 every outcome waits for its own."""
-    fsync, method = exp.conn.execute(
-        "SELECT current_setting('fsync'), current_setting('wal_sync_method')").fetchone()  # type: ignore[misc]
-    if fsync != "on" or method not in ("fdatasync", "fsync", "fsync_writethrough"):
-        pytest.skip(f"pg_stat_wal does not count this server's flushes (fsync={fsync}, {method})")
+    few hundred milliseconds later); with 0 every outcome waits for its own, and so does
+    a task's last allowed attempt (undone, the reaper would record it as exhausted)."""
+    fsync, method, counted = exp.conn.execute(
+        "SELECT current_setting('fsync'), current_setting('wal_sync_method'),"
+        " to_regproc('pg_stat_force_next_flush') IS NOT NULL AND EXISTS (SELECT FROM pg_attribute"
+        "  WHERE attrelid = 'pg_stat_wal'::regclass AND attname = 'wal_sync')").fetchone()  # type: ignore[misc]
+    if fsync != "on" or method not in ("fdatasync", "fsync", "fsync_writethrough") or not counted:
+        pytest.skip(f"pg_stat_wal does not count this server's flushes (fsync={fsync}, {method}, {counted})")
     keeper = LeaseKeeper(conninfo_of(exp), "w:1", 5, 1)
+    tasks = 40
 
-    def flushes(prefix: str, durable_after_s: float) -> int:
-        requests = [request_task(exp, MAIN, "noop", task_id=f"{prefix}{i}") for i in range(20)]
+    def flushes(prefix: str, durable_after_s: float, max_attempts: int = 3) -> int:
+        requests = [request_task(exp, MAIN, "noop", task_id=f"{prefix}{i}", max_attempts=max_attempts)
+                    for i in range(tasks)]
         record_all(exp)
         before = _wal_syncs(exp)
         for request in requests:
             assert execute(exp, request.event_id, keeper, durable_after_s).state == "completed"
         return _wal_syncs(exp) - before
 
-    assert flushes("short", durable_after_s=0.1) < 10
-    assert flushes("durable", durable_after_s=0.0) >= 20
-    assert list(outcomes(exp).values()) == [["TaskCompleted"]] * 40
+    # Generous: the WAL writer, a checkpoint or a heartbeat may flush in between.
+    assert flushes("short", durable_after_s=0.1) <= tasks // 2
+    assert flushes("durable", durable_after_s=0.0) >= tasks
+    assert flushes("last", durable_after_s=0.1, max_attempts=1) >= tasks
+    assert list(outcomes(exp).values()) == [["TaskCompleted"]] * 3 * tasks
 
 
 def test_the_dispatchers_scans_use_the_open_task_index(exp: EventStore) -> None:
