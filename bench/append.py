@@ -24,6 +24,7 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 
@@ -139,11 +140,21 @@ def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.sy
     cpu.put(spent[0])
 
 
-def parallel(url: str, branches: list[str], per_writer: int,
-             watch_locks: bool = False) -> tuple[float, float, int, dict[str, int]]:
-    """Events/s of one process per branch, CPU seconds per event (writers and their server
-    backends), and, with `watch_locks`, how often a writer waited on another's lock (in
-    how many samples of pg_locks)."""
+class ParallelRun(NamedTuple):
+    rate: float
+    """Events/s, all writers together."""
+    cpu_per_event: float
+    """CPU seconds per event of the writers and their server backends."""
+    busy: float
+    """The share of the machine's CPU time that was busy while they wrote."""
+    lock_samples: int
+    waits: dict[str, int]
+    """With `watch_locks`: the locks writers waited on, by type/mode, in `lock_samples`
+    samples of pg_locks."""
+
+
+def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool = False) -> ParallelRun:
+    """One writer process per branch, every one started and warmed up before the clock."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Semaphore(0)
     start = ctx.Event()
@@ -176,16 +187,16 @@ def parallel(url: str, branches: list[str], per_writer: int,
     sampler = threading.Thread(target=sample_locks) if watch_locks else None
     if sampler:
         sampler.start()
-    began = time.perf_counter()
+    began, machine_before = time.perf_counter(), machine_busy()
     start.set()
     for proc in procs:
         proc.join()
-    elapsed = time.perf_counter() - began
+    elapsed, busy = time.perf_counter() - began, busy_share(machine_before, machine_busy())
     stop.set()
     if sampler:
         sampler.join()
     events = len(branches) * per_writer
-    return events / elapsed, sum(cpu.get() for _ in procs) / events, samples, waits
+    return ParallelRun(events / elapsed, sum(cpu.get() for _ in procs) / events, busy, samples, waits)
 
 
 def main() -> None:
@@ -215,13 +226,12 @@ def main() -> None:
             before = machine_busy()
             one = best_rate(lambda: evotrainer_writer(url, "main", args.events, cpu_one), repeats=1)
             busy_one.append(busy_share(before, machine_busy()))
-            before = machine_busy()
-            four, cpu, _, _ = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
-            busy_four.append(busy_share(before, machine_busy()))
-            rounds.append((raw, one, four))
-            cpu_four.append(cpu)
-        _, _, samples, waits = parallel(url, [f"p{args.repeats}w{j}" for j in range(4)], args.events // 2,
-                                        watch_locks=True)
+            four = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
+            busy_four.append(four.busy)
+            rounds.append((raw, one, four.rate))
+            cpu_four.append(four.cpu_per_event)
+        watched = parallel(url, [f"p{args.repeats}w{j}" for j in range(4)], args.events // 2, watch_locks=True)
+        samples, waits = watched.lock_samples, watched.waits
     ratio_a = sorted(one / raw for raw, one, _ in rounds)
     ratio_b = sorted(four / one for _, one, four in rounds)
     mid = len(rounds) // 2
@@ -242,13 +252,12 @@ def main() -> None:
           f" {between or ''} (target 0); on relation extension: {sum(waits.values()) - sum(between.values())}")
     # One writer overlaps its own work with its server backend's (pipelined chunks), so
     # it already keeps most of the machine busy; four writers can only add what is left.
-    # The four writers' rounds include their processes' start, hence "about".
     per_event_one = sorted(cpu_one)[mid] / args.events
     per_event_four = sorted(cpu_four)[mid]
     share_one, share_four = sorted(busy_one)[mid], sorted(busy_four)[mid]
     print(f"    CPU per event (writer + server): one writer {per_event_one * 1e6:.1f} us,"
           f" four writers {per_event_four * 1e6:.1f} us")
-    print(f"    the machine's {os.cpu_count()} cores were {share_one:.0%} busy with one writer and about"
+    print(f"    the machine's {os.cpu_count()} cores were {share_one:.0%} busy with one writer and"
           f" {share_four:.0%} with four: at one writer's cost per event, four can reach at most"
           f" {1 / share_one:.2f}x one")
 
