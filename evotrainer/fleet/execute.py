@@ -155,8 +155,9 @@ def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: st
 def _waits_for_disk(event: StoredEvent, attempt: int, ran_s: float, durable_after_s: float) -> bool:
     """Whether this attempt's outcome commits durably (see the module's docstring). The
     last allowed attempt's always does: were it undone by a crash, the reaper would find
-    the task's attempts used up and record a task that succeeded as failed."""
-    max_attempts = event.payload.get("max_attempts", 3)
+    the task's attempts used up and record a task that succeeded as failed. (A request
+    whose limit cannot be read counts as its last attempt.)"""
+    max_attempts = event.payload.get("max_attempts")
     last = not isinstance(max_attempts, int) or attempt >= max_attempts
     return last or ran_s >= durable_after_s
 

@@ -163,15 +163,6 @@ class Dispatcher:
         for _ in conn.notifies(timeout=timeout, stop_after=1):
             pass
 
-    def record(self) -> int:
-        """Follow the log: hand-off rows for every new request; returns how many."""
-        requests = 0
-        while True:
-            handled, recorded = self.record_batch()
-            requests += recorded
-            if not handled:
-                return requests
-
     def record_batch(self) -> tuple[int, int]:
         """Follow the log by one batch of at most RECORD_BATCH events; returns how many
         events were read and how many of them were requests."""
@@ -185,9 +176,9 @@ class Dispatcher:
         return handled, requests
 
     def caught_up(self) -> bool:
-        """Whether every event committed so far has been through `record`. Readers only
-        see an event once every older transaction has ended, so an event can exist for a
-        moment before `record` may read it."""
+        """Whether every event committed so far has been through `record_batch`. Readers
+        only see an event once every older transaction has ended, so an event can exist for
+        a moment before it may be read."""
         return self.subscription.position() >= self.store.last_position()
 
     def publish_due(self) -> int:
