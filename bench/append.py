@@ -129,7 +129,7 @@ def raw_writer(url: str, count: int) -> int:
 
 def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.synchronize.Semaphore,
                     start: multiprocessing.synchronize.Event,
-                    cpu: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+                    reports: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
     spent: list[float] = []
     # Warm up like the one writer, which runs in the main process after its warm-up
     # append: compiled validators and imports are per process.
@@ -137,7 +137,22 @@ def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.sy
     ready.release()
     start.wait()
     evotrainer_writer(url, branch, count, spent)
-    cpu.put(spent[0])
+    # The clock stops when the last writer's appends are done, not when its process has
+    # exited: a Python process takes tens of milliseconds to tear down, and the one
+    # writer's time has no such thing in it. time.monotonic() is the system-wide
+    # CLOCK_MONOTONIC on Linux, the same clock in every process.
+    reports.put(WriterDone(spent[0], time.monotonic(), machine_busy()))
+
+
+class WriterDone(NamedTuple):
+    """What a writer process reports when its appends are done."""
+
+    cpu_s: float
+    """CPU seconds of the writer and its server backend."""
+    at: float
+    """time.monotonic() when its last append returned."""
+    machine: tuple[int, int]
+    """machine_busy() at that moment."""
 
 
 class ParallelRun(NamedTuple):
@@ -158,8 +173,8 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Semaphore(0)
     start = ctx.Event()
-    cpu = ctx.Queue()
-    procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, ready, start, cpu)) for b in branches]
+    reports = ctx.Queue()
+    procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, ready, start, reports)) for b in branches]
     for proc in procs:
         proc.start()
     for _ in procs:  # every process imported, connected and warmed up before the clock starts
@@ -187,16 +202,18 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
     sampler = threading.Thread(target=sample_locks) if watch_locks else None
     if sampler:
         sampler.start()
-    began, machine_before = time.perf_counter(), machine_busy()
+    began, machine_before = time.monotonic(), machine_busy()
     start.set()
+    done = [reports.get() for _ in procs]
     for proc in procs:
         proc.join()
-    elapsed, busy = time.perf_counter() - began, busy_share(machine_before, machine_busy())
     stop.set()
     if sampler:
         sampler.join()
+    last = max(done, key=lambda d: d.at)
     events = len(branches) * per_writer
-    return ParallelRun(events / elapsed, sum(cpu.get() for _ in procs) / events, busy, samples, waits)
+    return ParallelRun(events / (last.at - began), sum(d.cpu_s for d in done) / events,
+                       busy_share(machine_before, last.machine), samples, waits)
 
 
 def main() -> None:
