@@ -9,7 +9,8 @@
 (b) four writer processes on four branches against one writer: target >= 1.2x, with no
     writer ever waiting on a lock held by another branch's append (pg_locks sampled every
     20 ms during an extra, untimed run of four writers: the sampler's own queries would
-    slow the timed runs it watches).
+    slow the timed runs it watches). Both clocks cover the same work: from the start of
+    the writers' appends (connecting included) to the return of the last one.
 """
 
 from __future__ import annotations
