@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The demo behind `make demo`: train a tiny policy, fork a branch that changes one
-# harness field, evaluate both, record the promotion decision, then ask the lineage
-# questions and audit the record.
+# The demo behind `make demo`: train a tiny policy, propose a single-factor intervention,
+# fork a branch that runs it, train, evaluate and diagnose that branch, let the promotion
+# gate decide, then ask the lineage questions and audit the record.
 # Uses EVOTRAINER_DATABASE_URL when set, otherwise an embedded Postgres under
 # EVOTRAINER_HOME (default ~/.evotrainer), started on demand. About a minute on 2 cores.
 set -euo pipefail
@@ -16,16 +16,17 @@ ev train "$x/main"
 ev evaluate "$x/main" --k 4 --tasks 32
 ev propose "$x/main" --set grpo.learning_rate=0.003 --id lr-up --criterion "avg_at_k_gain >= 0.02" \
   --hypothesis "if the learning rate triples, Avg@4 rises because 20 steps barely move a 1M-parameter policy"
-ev fork "$x/main" lr-up --reason "intervention lr-up" > /dev/null
-ev harness record "$x/lr-up" --spec '{"grpo": {"learning_rate": 0.003}}'
+ev fork "$x/main" lr-up --intervention lr-up > /dev/null
 ev harness diff "$x/main" "$x/lr-up"
 ev train "$x/lr-up"
 ev evaluate "$x/lr-up" --k 4 --tasks 32
 ev diagnose "$x/lr-up"
-base=$(.venv/bin/evotrainer sql "SELECT avg_at_k FROM projections.evaluations WHERE experiment = '$x' AND branch = 'main'" --csv | tail -1)
-cand=$(.venv/bin/evotrainer sql "SELECT avg_at_k FROM projections.evaluations WHERE experiment = '$x' AND branch = 'lr-up'" --csv | tail -1)
-decision=$(.venv/bin/python -c "print('promoted' if $cand - $base >= 0.02 else 'rejected')")
-ev events append "$x/main" --type PromotionDecided --payload "{\"candidate\": \"$x/lr-up\", \"decision\": \"$decision\", \"baseline_score\": $base, \"candidate_score\": $cand, \"margin\": $(.venv/bin/python -c "print(round($cand - $base, 6))"), \"intervention_id\": \"lr-up\", \"reason\": \"Avg@4 margin against a 0.02 criterion\"}" > /dev/null
+# The gate exits 0 for promoted and 1 for rejected: both are decisions, anything else fails.
+echo "\$ evotrainer promote $x/lr-up"
+status=0
+.venv/bin/evotrainer promote "$x/lr-up" || status=$?
+[ "$status" -le 1 ] || exit "$status"
+echo
 ev log "$x/lr-up"
 ev lineage "$x"
 ev sql "SELECT candidate, decision, intervention_field, new_value, evaluation->>'avg_at_k' AS avg_at_k, margin FROM promotion_audit WHERE experiment = '$x'"

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from evotrainer.cli import audit, db, domains, events, experiment, fleet, harness, lineage, schemas, train
+from evotrainer.cli import audit, db, domains, events, evolve, experiment, fleet, harness, lineage, schemas, train
 from evotrainer.errors import EvotrainerError
 
 app = typer.Typer(
@@ -40,6 +40,7 @@ app.command("replay")(lineage.replay_command)
 app.command("diagnose")(harness.diagnose_command)
 app.command("propose")(harness.propose_command)
 app.command("backtest")(harness.backtest_command)
+app.command("promote")(evolve.promote_command)
 app.add_typer(domains.app, name="domains")
 fleet.mount(app)
 

@@ -10,14 +10,14 @@ give equal events.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from evotrainer.diagnostics.base import Analyzer, DiagnosisInput, finding
 from evotrainer.diagnostics.registry import UnknownAnalyzerError, available_analyzers
 from evotrainer.diagnostics.rules import Condition, conditions
 from evotrainer.events import DiagnosisRecorded, Finding
-from evotrainer.harness.spec import HarnessSpec
+from evotrainer.harness.spec import HarnessSpec, PromotionSpec
 
 _LAYER_ORDER = {"score": 0, "signal": 1, "behaviour": 2}
 _SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
@@ -59,8 +59,14 @@ def diagnose(data: DiagnosisInput, spec: HarnessSpec, analyzers: Mapping[str, An
         results.append(finding(analyzer, settings, analyzer.measure(data, settings.params)))
     results.sort(key=lambda f: (_LAYER_ORDER[f.layer], f.analyzer))
     found = conditions(results)
-    gate = spec.promotion
-    reasons = [f"{f.metric} {f.severity}" for f in results
-               if _SEVERITY_RANK[f.severity] >= _SEVERITY_RANK[gate.blocking_severity]]  # fmt: skip
-    reasons += [f"condition {c.name}" for c in found if c.name in gate.blocking_conditions]
+    reasons = blocking_reasons(results, [c.name for c in found], spec.promotion)
     return Diagnosis(tuple(results), tuple(found), bool(reasons), tuple(reasons))
+
+
+def blocking_reasons(findings: Sequence[Finding], condition_names: Sequence[str], gate: PromotionSpec) -> list[str]:
+    """What in a diagnosis keeps a branch from promotion under `gate`: findings at or above
+    its blocking severity, and the conditions it names."""
+    reasons = [f"{f.metric} {f.severity}" for f in findings
+               if _SEVERITY_RANK[f.severity] >= _SEVERITY_RANK[gate.blocking_severity]]  # fmt: skip
+    reasons += [f"condition {name}" for name in condition_names if name in gate.blocking_conditions]
+    return reasons

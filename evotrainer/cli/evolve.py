@@ -1,0 +1,70 @@
+"""`evotrainer promote`: the promotion gate on a candidate branch.
+
+    evotrainer promote demo/lr-up            # exit 0 promoted, 1 rejected, 2 usage error
+    evotrainer promote demo/lr-up --json
+
+The decision is recorded on EXPERIMENT/main as PromotionDecided (--no-record: print it
+only). Missing evidence (no run of its own, no diagnosis of it, no evaluation of the
+newest policy, no baseline under the same protocol) is a usage error that says which
+command supplies it, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from evotrainer.cli.render import print_json
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
+
+
+def _out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def promote_command(
+    ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH: the candidate."),
+    as_json: bool = typer.Option(False, "--json", help="Print the PromotionDecided event as JSON."),
+    record: bool = typer.Option(True, help="Append PromotionDecided to EXPERIMENT/main (--no-record: print only)."),
+) -> None:
+    """Promote a branch if it beats the best so far by the gate's margin with no blocking
+    diagnostic. Exit 0 promoted, 1 rejected, 2 usage error."""
+    from evotrainer.evolve import decide_promotion, record_promotion
+
+    candidate = BranchRef.parse(ref, allow_seq=False)
+    with EventStore.connect() as store:
+        if record:
+            decision, stored = record_promotion(store, candidate)
+            payload, where = stored.payload, f"{stored.experiment}/{stored.branch}@{stored.seq}"
+        else:
+            decision = decide_promotion(store, candidate)
+            payload, where = decision.decided.model_dump(mode="json"), None
+    promoted = payload["decision"] == "promoted"
+    if as_json:
+        print_json({**payload, "recorded_at": where})
+    else:
+        _print_decision(payload, where)
+    if not promoted:
+        raise typer.Exit(1)
+
+
+def _print_decision(payload: dict, where: str | None) -> None:  # type: ignore[type-arg]
+    evidence = payload["evidence"]
+    _out(f"{payload['decision']} {payload['candidate']}")
+    _out(f"  {payload['reason']}")
+    paired = evidence.get("per_problem")
+    if paired:
+        error = "" if paired["standard_error"] is None else f" +- {paired['standard_error']:.4f}"
+        _out(f"  per problem: {paired['better']} better, {paired['worse']} worse, {paired['same']} the same "
+             f"(mean gain {paired['mean_gain']:+.4f}{error})")  # fmt: skip
+    else:
+        _out("  per problem: the results artifacts are not in this artifact store")
+    blocking = payload["blocking_findings"]
+    _out("  blocking: " + ("; ".join(blocking) if blocking else "none"))
+    criterion = evidence.get("criterion")
+    if criterion:
+        _out(f"  intervention {payload['intervention_id']}: {criterion['text']}: {criterion['outcome']}")
+    if where:
+        _out(f"recorded PromotionDecided at {where}")

@@ -1,0 +1,85 @@
+"""Execute an intervention: fork a branch that runs under the intervention's harness.
+
+    forked = fork_for_intervention(store, BranchRef("demo", "main"), "lr-up", "iv-0123456789ab")
+
+The new branch shares the source's history up to the fork point, and its first event
+after BranchForked is the HarnessVersioned of the candidate spec (the base with the one
+field changed), caused by the InterventionProposed (its causation id): that link is how
+the promotion gate later knows which intervention a branch tested. Both events commit
+together, or neither does.
+
+An intervention whose latest backtest failed a clause of its criterion was dropped and
+is not executed; one on a field a backtest can replay must have been backtested first.
+A change no backtest can replay (a learning rate) is trained directly: the promotion
+gate is then its only check (METHOD.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evotrainer.backtest.replay import NotBacktestableError, backtest_kind
+from evotrainer.backtest.task import find_intervention
+from evotrainer.errors import UsageError
+from evotrainer.events import InterventionProposed
+from evotrainer.harness.criterion import check_criterion
+from evotrainer.harness.versions import harness_of, versioned_event
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, StoredEvent
+
+
+@dataclass(frozen=True)
+class ForkedIntervention:
+    """The new branch's first two events."""
+
+    forked: StoredEvent
+    harness: StoredEvent
+
+
+def fork_for_intervention(
+    store: EventStore, source: BranchRef, new_branch: str, intervention_id: str
+) -> ForkedIntervention:
+    """Fork `source` (at its seq, else its head) into `new_branch` running the candidate
+    harness of `intervention_id`; UsageError (nothing written) when it may not run."""
+    history = store.read_branch(source)
+    proposal, base = find_intervention(history, source.branch_ref, intervention_id)
+    proposed = next(e for e in reversed(history) if e.type == "InterventionProposed"
+                    and e.payload["intervention_id"] == intervention_id)  # fmt: skip
+    current = harness_of(history)
+    if current.address != base.address():
+        raise UsageError(
+            f"{source} runs under harness {current.address[:12]}, but intervention {intervention_id} changes "
+            f"harness {base.address()[:12]}: fork from the point where that harness was current"
+        )
+    check_backtest(history, source, proposal)
+    candidate = base.with_field(proposal.field, proposal.new_value)
+    reason = f"intervention {intervention_id}: {proposal.field} -> {proposal.new_value!r}"
+    with store.transaction():
+        forked = store.fork(source, new_branch, reason)
+        harness = store.append(BranchRef(source.experiment, new_branch), [versioned_event(
+            candidate, base.address(), [proposal.field], causation_id=proposed.event_id)])[0]  # fmt: skip
+    return ForkedIntervention(forked, harness)
+
+
+def check_backtest(history: list[StoredEvent], source: BranchRef, proposal: InterventionProposed) -> None:
+    """Refuse an intervention that failed its backtest, or one that could have had a
+    backtest and has none."""
+    ident = proposal.intervention_id
+    backtests = [e for e in history if e.type == "BacktestCompleted" and e.payload["intervention_id"] == ident]
+    try:
+        backtest_kind(proposal.field)
+    except NotBacktestableError:
+        if not backtests:
+            return  # nothing can be checked before training: the promotion gate decides
+    if not backtests:
+        raise UsageError(
+            f"intervention {ident} has no backtest on {source.branch_ref}: run `evotrainer backtest "
+            f"{source.branch_ref} {ident}` first (a change that stored evidence can judge is judged before training)"
+        )
+    latest = backtests[-1]
+    verdict = check_criterion(latest.payload["criterion"] or proposal.success_criterion, latest.payload["figures"])
+    if verdict.failed:
+        raise UsageError(
+            f"intervention {ident} failed its backtest at {source.branch_ref}@{latest.seq} "
+            f"({'; '.join(verdict.failed)}): it is dropped, not trained"
+        )

@@ -1,0 +1,262 @@
+"""The promotion gate: a candidate branch replaces the best so far only if it beats it on
+the same evaluation protocol by the gate's margin, with no blocking diagnostic.
+
+    decision, event = record_promotion(store, BranchRef("demo", "lr-up"))
+    decision.promoted, event.payload["reason"]
+
+What it takes (DESIGN.md step 7, METHOD.md "Promotion and invalid branches"):
+- The best so far (the incumbent) is the candidate most recently promoted on
+  EXPERIMENT/main, where every decision is recorded; before any promotion it is main.
+- The candidate must have trained on its own branch, have a diagnosis of that run's
+  evidence, and an evaluation of its newest policy. The baseline is an evaluation of the
+  incumbent's newest policy under the same protocol (domain, k, problems, temperature,
+  completion length, seeds): scores measured differently are never compared.
+- It is promoted when its score minus the baseline's is positive and at least the gate's
+  `min_margin`, and no finding or condition of its diagnosis blocks. The gate applied is
+  the incumbent's (the promotion section of its harness), never the candidate's own: an
+  intervention that loosened the gate does not get to judge itself by it.
+- The decision is appended with main's head as the expected seq, so two gates deciding at
+  once cannot both promote against one incumbent: the later one decides again against the
+  winner. Deciding again on the same evidence is a no-op (idempotency key).
+- Recorded with it, for the auditor: which evaluations and diagnosis were compared, the
+  gate, the intervention's success criterion checked with the figures known now
+  (`avg_at_k_gain` and its backtest's), and, when both per-problem result artifacts are at
+  hand, how many problems got better or worse and the paired standard error of the gain.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from evotrainer.artifacts import ArtifactStore, open_store
+from evotrainer.artifacts.errors import ArtifactMissingError
+from evotrainer.diagnostics.diagnose import blocking_reasons
+from evotrainer.errors import ConcurrencyError, UsageError
+from evotrainer.events import Finding, PromotionDecided
+from evotrainer.harness.criterion import check_criterion
+from evotrainer.harness.versions import harness_of
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, NewEvent, StoredEvent
+
+DECISIONS_BRANCH = "main"
+PROTOCOL_FIELDS = ("domain", "k", "eval_tasks", "temperature", "max_completion_length", "seed", "data_seed")
+MAX_ATTEMPTS = 5
+"""Decisions to try when other appends to main keep moving its head."""
+_SCORE_TOLERANCE = 1e-9
+"""Avg@k is a fraction: 0.35 - 0.34 is 0.00999... in floating point, and must meet 0.01."""
+
+
+@dataclass(frozen=True)
+class PromotionDecision:
+    """A decision, not yet recorded: where it goes and what it says."""
+
+    record_on: BranchRef
+    expected_seq: int
+    """Head of `record_on` when the incumbent was read."""
+    incumbent: BranchRef
+    decided: PromotionDecided
+    idempotency_key: str
+
+    @property
+    def promoted(self) -> bool:
+        return self.decided.decision == "promoted"
+
+    def events(self) -> list[NewEvent]:
+        return [NewEvent.of(self.decided, idempotency_key=self.idempotency_key)]
+
+
+def record_promotion(
+    store: EventStore, candidate: BranchRef, artifacts: ArtifactStore | None = None
+) -> tuple[PromotionDecision, StoredEvent]:
+    """Decide and append the decision to EXPERIMENT/main; the stored event is the earlier
+    one when the same evidence was already judged."""
+    for attempt in range(MAX_ATTEMPTS):
+        decision = decide_promotion(store, candidate, artifacts)
+        try:
+            stored = store.append(decision.record_on, decision.events(), expected_seq=decision.expected_seq)
+        except ConcurrencyError:
+            if attempt == MAX_ATTEMPTS - 1:
+                raise
+            continue  # main moved (perhaps another promotion): decide against what it says now
+        return decision, stored[0]
+    raise AssertionError("unreachable")
+
+
+def decide_promotion(
+    store: EventStore, candidate: BranchRef, artifacts: ArtifactStore | None = None
+) -> PromotionDecision:
+    """The gate's decision on `candidate`; UsageError when the evidence it needs is missing."""
+    candidate = candidate.branch_ref
+    incumbent, main_head, promoting = _incumbent(store, candidate.experiment)
+    if candidate == incumbent:
+        if promoting is None:
+            raise UsageError(f"{candidate} is the best so far already: there is nothing to compare it with")
+        # Asked again after it won (a retried task, a script run twice): the decision that
+        # made it the best so far, which recording again leaves as it is.
+        return PromotionDecision(
+            promoting.ref, main_head, BranchRef.parse(promoting.payload["evidence"]["incumbent"], allow_seq=False),
+            PromotionDecided.model_validate(promoting.payload), promoting.idempotency_key or "",
+        )  # fmt: skip
+    history = store.read_branch(candidate)
+    diagnosis = _diagnosis_of_own_run(history, candidate)
+    evaluation = _evaluation_of_newest_policy(history, candidate, "")
+    protocol = _protocol(evaluation)
+    incumbent_history = store.read_branch(incumbent)
+    baseline = _evaluation_of_newest_policy(incumbent_history, incumbent, " (the best so far)", protocol)
+    harness = harness_of(incumbent_history)
+    gate = harness.spec.promotion
+
+    score, base_score = float(evaluation.payload["avg_at_k"]), float(baseline.payload["avg_at_k"])
+    margin = score - base_score
+    findings = [Finding.model_validate(f) for f in diagnosis.payload["findings"]]
+    blocking = blocking_reasons(findings, diagnosis.payload["conditions"], gate)
+    beats = margin > _SCORE_TOLERANCE and margin >= gate.min_margin - _SCORE_TOLERANCE
+    metric = evaluation.payload["metric"]
+    comparison = (f"{metric} {score:.4f} against {base_score:.4f} of {incumbent} "
+                  f"(margin {margin:+.4f}, gate {gate.min_margin:g})")
+    if blocking:
+        reason = f"rejected: blocking diagnostic ({'; '.join(blocking)}); {comparison}"
+    elif not beats:
+        reason = f"rejected: does not beat the best so far by the gate's margin; {comparison}"
+    else:
+        reason = f"promoted: {comparison}, no blocking diagnostic"
+
+    proposal = _intervention_of(history, candidate)
+    evidence: dict[str, Any] = {
+        "incumbent": str(incumbent),
+        "candidate_evaluation": _evaluation_summary(evaluation),
+        "baseline_evaluation": _evaluation_summary(baseline),
+        "diagnosis": {"event_id": diagnosis.event_id, "evidence": diagnosis.payload["evidence"]},
+        "protocol": protocol,
+        "gate": {"harness_hash": harness.address, **gate.model_dump(mode="json")},
+        "per_problem": paired_results(
+            artifacts, evaluation.payload["results_sha256"], baseline.payload["results_sha256"]),
+    }  # fmt: skip
+    if proposal is not None:
+        evidence["criterion"] = _verify_criterion(history, proposal, margin)
+    decided = PromotionDecided(
+        candidate=str(candidate), decision="promoted" if beats and not blocking else "rejected",
+        baseline_score=base_score, candidate_score=score, margin=margin, blocking_findings=blocking,
+        intervention_id=proposal["intervention_id"] if proposal else None, evidence=evidence, reason=reason,
+    )  # fmt: skip
+    key = f"promotion:{candidate}:{incumbent}:{evaluation.event_id}:{baseline.event_id}:{diagnosis.event_id}"
+    return PromotionDecision(BranchRef(candidate.experiment, DECISIONS_BRANCH), main_head, incumbent, decided, key)
+
+
+def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
+    """The best so far: the latest promoted candidate recorded on main, else main."""
+    return _incumbent(store, experiment)[0]
+
+
+def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, StoredEvent | None]:
+    """The best so far, the head seq of main it was read at, and the decision that
+    promoted it (None for main itself)."""
+    main = BranchRef(experiment, DECISIONS_BRANCH)
+    history = store.read_branch(main)
+    for event in reversed(history):
+        if event.type == "PromotionDecided" and event.payload["decision"] == "promoted":
+            return BranchRef.parse(event.payload["candidate"], allow_seq=False), history[-1].seq, event
+    return main, history[-1].seq, None
+
+
+def _own(history: list[StoredEvent], ref: BranchRef) -> list[StoredEvent]:
+    return [e for e in history if e.experiment == ref.experiment and e.branch == ref.branch]
+
+
+def _diagnosis_of_own_run(history: list[StoredEvent], candidate: BranchRef) -> StoredEvent:
+    own = _own(history, candidate)
+    runs = [e for e in own if e.type == "RolloutsRecorded"]
+    if not runs:
+        raise UsageError(f"{candidate} has no training run of its own: train it (`evotrainer train {candidate}`) "
+                         "before it is judged")  # fmt: skip
+    evidence = runs[-1].payload["evidence_sha256"]
+    diagnoses = [e for e in own if e.type == "DiagnosisRecorded" and e.payload["evidence"] == evidence]
+    if not diagnoses:
+        raise UsageError(f"{candidate}'s latest run (evidence {evidence[:12]}) has no diagnosis: run "
+                         f"`evotrainer diagnose {candidate}` first")  # fmt: skip
+    return diagnoses[-1]
+
+
+def _evaluation_of_newest_policy(
+    history: list[StoredEvent], ref: BranchRef, role: str, protocol: dict[str, Any] | None = None
+) -> StoredEvent:
+    """The latest evaluation of the branch's newest policy (under `protocol` when given)."""
+    policy = next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"), None)
+    if policy is None:
+        raise UsageError(f"{ref}{role} has no policy checkpoint to evaluate")
+    for event in reversed(history):
+        if (event.type == "EvaluationRecorded" and event.payload["policy_sha256"] == policy
+                and (protocol is None or _protocol(event) == protocol)):  # fmt: skip
+            return event
+    wanted = f" under the candidate's protocol ({describe_protocol(protocol)})" if protocol else ""
+    raise UsageError(f"{ref}{role} has no evaluation of its newest policy {policy[:12]}{wanted}: "
+                     f"run `evotrainer evaluate {ref}` with those settings first")  # fmt: skip
+
+
+def _protocol(evaluation: StoredEvent) -> dict[str, Any]:
+    request = evaluation.payload["request"]
+    return {name: request.get(name) for name in PROTOCOL_FIELDS}
+
+
+def describe_protocol(protocol: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {json.dumps(value)}" for name, value in protocol.items())
+
+
+def _evaluation_summary(evaluation: StoredEvent) -> dict[str, Any]:
+    p = evaluation.payload
+    return {"event_id": evaluation.event_id, "branch": f"{evaluation.experiment}/{evaluation.branch}",
+            "policy_sha256": p["policy_sha256"], "results_sha256": p["results_sha256"],
+            "avg_at_k": p["avg_at_k"]}  # fmt: skip
+
+
+def _intervention_of(history: list[StoredEvent], candidate: BranchRef) -> dict[str, Any] | None:
+    """The InterventionProposed behind the candidate's harness: what `fork_for_intervention`
+    recorded as the cause of the branch's own HarnessVersioned."""
+    by_id = {e.event_id: e for e in history}
+    for event in reversed(_own(history, candidate)):
+        if event.type == "HarnessVersioned" and event.causation_id is not None:
+            cause = by_id.get(event.causation_id)
+            if cause is not None and cause.type == "InterventionProposed":
+                return cause.payload
+    return None
+
+
+def _verify_criterion(history: list[StoredEvent], proposal: dict[str, Any], margin: float) -> dict[str, Any]:
+    """The intervention's criterion against what is known after training: the gain, and the
+    figures of its latest backtest. success: every clause held; failure: one failed;
+    partial: none failed, some could not be checked."""
+    figures: dict[str, Any] = {}
+    for event in history:
+        if event.type == "BacktestCompleted" and event.payload["intervention_id"] == proposal["intervention_id"]:
+            figures = dict(event.payload["figures"])
+    figures["avg_at_k_gain"] = margin
+    verdict = check_criterion(proposal["success_criterion"], figures)
+    outcome = "failure" if verdict.failed else "success" if not verdict.unchecked else "partial"
+    return {"text": proposal["success_criterion"], "held": list(verdict.held), "failed": list(verdict.failed),
+            "unchecked": list(verdict.unchecked), "outcome": outcome}  # fmt: skip
+
+
+def paired_results(artifacts: ArtifactStore | None, candidate_sha: str, baseline_sha: str) -> dict[str, Any] | None:
+    """Problem by problem, the candidate's Avg@k against the baseline's (the same problems,
+    by task id): how many improved or regressed, and the mean gain with its paired standard
+    error. None when either results artifact is not in this artifact store."""
+    store = artifacts or open_store()
+    try:
+        ours, theirs = _per_problem(store.get(candidate_sha)), _per_problem(store.get(baseline_sha))
+    except ArtifactMissingError:
+        return None
+    common = sorted(set(ours) & set(theirs))
+    gains = [ours[task] - theirs[task] for task in common]
+    n = len(gains)
+    mean = sum(gains) / n if n else 0.0
+    stderr = math.sqrt(sum((g - mean) ** 2 for g in gains) / (n - 1) / n) if n > 1 else None
+    return {"problems": n, "better": sum(g > 0 for g in gains), "worse": sum(g < 0 for g in gains),
+            "same": sum(g == 0 for g in gains), "mean_gain": mean, "standard_error": stderr}  # fmt: skip
+
+
+def _per_problem(data: bytes) -> dict[str, float]:
+    rows = (json.loads(line) for line in data.splitlines() if line.strip())
+    return {row["task_id"]: float(row["avg"]) for row in rows}

@@ -1,0 +1,88 @@
+"""A small search on the real store: main evaluated, interventions proposed on it, and
+candidate branches that trained, were diagnosed and were evaluated. The events are the
+ones `train`, `diagnose` and `evaluate` append, with chosen scores and findings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from evotrainer.artifacts import ArtifactStore
+from evotrainer.harness import HarnessSpec
+from evotrainer.harness.intervention import design_intervention
+from evotrainer.harness.versions import versioned_event
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, NewEvent, StoredEvent
+
+PROTOCOL = {"domain": "math:digit_add", "policy": "latest", "k": 4, "eval_tasks": 4, "temperature": 1.0,
+            "max_completion_length": 16, "seed": 0, "data_seed": 0, "threads": 1, "batch_size": 64}  # fmt: skip
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def start(store: EventStore, spec: HarnessSpec | None = None) -> BranchRef:
+    """demo/main with a recorded harness and an evaluated base policy."""
+    store.create_experiment("demo", {"domain": "math"})
+    main = BranchRef("demo", "main")
+    store.append(main, [versioned_event(spec or HarnessSpec())])
+    checkpoint(store, main, "base")
+    return main
+
+
+def checkpoint(store: EventStore, ref: BranchRef, name: str) -> str:
+    policy = sha(f"policy {name}")
+    store.append(ref, [NewEvent("PolicyCheckpointed", {"policy_sha256": policy, "kind": "tiny", "parameters": 10,
+                                                       "size_bytes": 40})])  # fmt: skip
+    return policy
+
+
+def evaluate(store: EventStore, ref: BranchRef, per_problem: list[float], artifacts: ArtifactStore | None = None,
+             **protocol: Any) -> StoredEvent:  # fmt: skip
+    """EvaluationRecorded of the branch's newest policy; its results artifact stored when
+    an artifact store is given."""
+    policy = next(e.payload["policy_sha256"] for e in reversed(store.read_branch(ref))
+                  if e.type == "PolicyCheckpointed")  # fmt: skip
+    lines = "".join(json.dumps({"task_id": f"t{i}", "level": 1, "avg": avg, "samples": []}) + "\n"
+                    for i, avg in enumerate(per_problem))  # fmt: skip
+    results = artifacts.put_bytes(lines.encode()) if artifacts else sha(lines)
+    request = {**PROTOCOL, **protocol, "eval_tasks": len(per_problem)}
+    return store.append(ref, [NewEvent("EvaluationRecorded", {
+        "request": request, "policy_sha256": policy, "metric": f"avg@{request['k']}",
+        "avg_at_k": sum(per_problem) / len(per_problem), "pass_at_k": 1.0, "k": request["k"],
+        "problems": len(per_problem), "results_sha256": results, "wall_seconds": 1.0})])[0]  # fmt: skip
+
+
+def propose(store: EventStore, ref: BranchRef, field: str, value: Any, criterion: str | None = None) -> str:
+    from evotrainer.harness.versions import branch_harness
+
+    designed = design_intervention(branch_harness(store, ref).spec, {field: value}, hypothesis="if X then Y because Z",
+                                   success_criterion=criterion)  # fmt: skip
+    store.append(ref, [NewEvent.of(designed.event, idempotency_key=f"intervention:{designed.event.intervention_id}")])
+    return designed.event.intervention_id
+
+
+def backtest(store: EventStore, ref: BranchRef, intervention_id: str, figures: dict[str, Any], passed: bool) -> None:
+    store.append(ref, [NewEvent("BacktestCompleted", {
+        "intervention_id": intervention_id, "kind": "reward", "evidence": sha("evidence"), "figures": figures,
+        "criterion": "dead_groups_rescued >= 1 and ordering_violations_introduced == 0", "passed": passed})])  # fmt: skip
+
+
+def trained(store: EventStore, ref: BranchRef, name: str, findings: list[dict[str, Any]] | None = None,
+            conditions: list[str] | None = None, diagnosed: bool = True) -> None:  # fmt: skip
+    """A run of the branch's own: a new policy, its rollout evidence and (unless told not
+    to) a diagnosis of it."""
+    policy = checkpoint(store, ref, name)
+    evidence = sha(f"evidence {name}")
+    store.append(ref, [NewEvent("RolloutsRecorded", {"evidence_sha256": evidence, "policy_sha256": policy,
+                                                     "base_policy_sha256": sha("policy base")})])  # fmt: skip
+    if diagnosed:
+        store.append(ref, [NewEvent("DiagnosisRecorded", {
+            "evidence": evidence, "findings": findings or [], "conditions": conditions or []})])
+
+
+def finding(metric: str, severity: str) -> dict[str, Any]:
+    return {"analyzer": metric, "analyzer_version": 1, "layer": "signal", "metric": metric, "value": 0.7,
+            "severity": severity}  # fmt: skip

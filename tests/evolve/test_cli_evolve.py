@@ -1,0 +1,70 @@
+"""`evotrainer fork --intervention` and `evotrainer promote` as scripts run them: real
+processes on the test database, exit 0 promoted / 1 rejected / 2 usage error."""
+
+from __future__ import annotations
+
+import json
+
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
+from tests.evolve.builders import evaluate, propose, start, trained
+from tests.test_cli import run
+
+
+def test_fork_an_intervention_then_promote_it(cli_env: dict[str, str], store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, [0.5, 0.25])
+    iid = propose(store, main, "grpo.learning_rate", 2e-5)
+    forked = run(cli_env, "fork", "demo/main", "lr-up", "--intervention", iid)
+    assert forked.returncode == 0, forked.stderr
+    assert [e["type"] for e in json.loads(forked.stdout)] == ["BranchForked", "HarnessVersioned"]
+
+    lr = BranchRef("demo", "lr-up")
+    early = run(cli_env, "promote", "demo/lr-up")
+    assert (early.returncode, early.stdout) == (2, "")
+    assert early.stderr.startswith("evotrainer: error: demo/lr-up has no training run of its own") \
+        and early.stderr.count("\n") == 1
+    trained(store, lr, "lr-up")
+    evaluate(store, lr, [0.75, 0.5])
+    dry = run(cli_env, "promote", "demo/lr-up", "--no-record", "--json")
+    assert dry.returncode == 0 and json.loads(dry.stdout)["recorded_at"] is None
+    assert store.head(main)[0] == json.loads(forked.stdout)[0]["payload"]["fork_seq"]  # --no-record wrote nothing
+
+    promoted = run(cli_env, "promote", "demo/lr-up")
+    assert promoted.returncode == 0, promoted.stderr
+    lines = promoted.stdout.splitlines()
+    assert lines[0] == "promoted demo/lr-up"
+    assert "avg@4 0.6250 against 0.3750 of demo/main (margin +0.2500, gate 0.01)" in lines[1]
+    assert lines[-1].startswith("recorded PromotionDecided at demo/main@")
+
+
+def test_a_rejected_candidate_exits_1_and_the_decision_is_recorded(cli_env: dict[str, str], store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, [0.5, 0.5])
+    iid = propose(store, main, "grpo.temperature", 1.2)
+    assert run(cli_env, "fork", "demo/main", "hot", "--intervention", iid).returncode == 0
+    hot = BranchRef("demo", "hot")
+    trained(store, hot, "hot")
+    evaluate(store, hot, [0.5, 0.25])
+    rejected = run(cli_env, "promote", "demo/hot", "--json")
+    assert rejected.returncode == 1, rejected.stderr
+    payload = json.loads(rejected.stdout)
+    assert payload["decision"] == "rejected" and payload["recorded_at"].startswith("demo/main@")
+    assert [e.type for e in store.read_branch(main)][-1] == "PromotionDecided"
+
+
+def test_bad_invocations_are_one_line_and_write_nothing(cli_env: dict[str, str], store: EventStore) -> None:
+    main = start(store)
+    iid = propose(store, main, "grpo.learning_rate", 2e-5)
+    head = store.head(main)
+    for args, message in [
+        (["promote", "demo/main"], "demo/main is the best so far already"),
+        (["promote", "demo/nope"], "no branch demo/nope"),
+        (["promote", "demo/main@2"], "without @SEQ"),
+        (["fork", "demo/main", "x", "--intervention", "iv-nope"], "no intervention 'iv-nope'"),
+        (["fork", "demo/main", "x", "--intervention", iid, "--reason", "r"], "do not go together"),
+    ]:
+        result = run(cli_env, *args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr and result.stderr.count("\n") == 1, (args, result.stderr)
+    assert store.head(main) == head and [b.name for b in store.branches("demo")] == ["main"]
