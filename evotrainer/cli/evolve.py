@@ -3,10 +3,10 @@
     evotrainer promote demo/lr-up            # exit 0 promoted, 1 rejected, 2 usage error
     evotrainer promote demo/lr-up --json
 
-The decision is recorded on EXPERIMENT/main as PromotionDecided (--no-record: print it
-only). Missing evidence (no run of its own, no diagnosis of it, no evaluation of the
-newest policy, no baseline under the same protocol) is a usage error that says which
-command supplies it, and nothing is written.
+The decision is recorded on EXPERIMENT/main as PromotionDecided, with the SkillRecorded of
+its intervention's outcome (--no-record: print them only). Missing evidence (no run of its
+own, no diagnosis of it, no evaluation of the newest policy, no baseline under the same
+protocol) is a usage error that says which command supplies it, and nothing is written.
 """
 
 from __future__ import annotations
@@ -42,15 +42,16 @@ def promote_command(
             decision = decide_promotion(store, candidate)
             payload, where = decision.decided.model_dump(mode="json"), None
     promoted = payload["decision"] == "promoted"
+    skill = decision.skill.skill_id if decision.skill is not None else None
     if as_json:
-        print_json({**payload, "recorded_at": where})
+        print_json({**payload, "recorded_at": where, "skill": skill})
     else:
-        _print_decision(payload, where)
+        _print_decision(payload, where, skill)
     if not promoted:
         raise typer.Exit(1)
 
 
-def _print_decision(payload: dict, where: str | None) -> None:  # type: ignore[type-arg]
+def _print_decision(payload: dict, where: str | None, skill: str | None) -> None:  # type: ignore[type-arg]
     evidence = payload["evidence"]
     _out(f"{payload['decision']} {payload['candidate']}")
     _out(f"  {payload['reason']}")
@@ -66,5 +67,7 @@ def _print_decision(payload: dict, where: str | None) -> None:  # type: ignore[t
     criterion = evidence.get("criterion")
     if criterion:
         _out(f"  intervention {payload['intervention_id']}: {criterion['text']}: {criterion['outcome']}")
+    if skill:
+        _out(f"  skill {skill}: one {'success' if payload['decision'] == 'promoted' else 'failure'} more")
     if where:
-        _out(f"recorded PromotionDecided at {where}")
+        _out(f"recorded PromotionDecided at {where}" + (" with SkillRecorded" if skill else ""))

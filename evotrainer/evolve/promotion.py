@@ -35,7 +35,8 @@ from evotrainer.artifacts import ArtifactStore, open_store
 from evotrainer.artifacts.errors import ArtifactMissingError
 from evotrainer.diagnostics.diagnose import blocking_reasons
 from evotrainer.errors import ConcurrencyError, UsageError
-from evotrainer.events import Finding, PromotionDecided
+from evotrainer.events import Finding, PromotionDecided, SkillRecorded
+from evotrainer.evolve.skills import skill_event, trigger_of
 from evotrainer.harness.criterion import check_criterion
 from evotrainer.harness.versions import harness_of
 from evotrainer.refs import BranchRef
@@ -59,13 +60,18 @@ class PromotionDecision:
     incumbent: BranchRef
     decided: PromotionDecided
     idempotency_key: str
+    skill: SkillRecorded | None = None
+    """What the verdict teaches, for a candidate that tested an intervention."""
 
     @property
     def promoted(self) -> bool:
         return self.decided.decision == "promoted"
 
     def events(self) -> list[NewEvent]:
-        return [NewEvent.of(self.decided, idempotency_key=self.idempotency_key)]
+        events = [NewEvent.of(self.decided, idempotency_key=self.idempotency_key)]
+        if self.skill is not None:
+            events.append(NewEvent.of(self.skill, idempotency_key=f"skill:{self.idempotency_key}"))
+        return events
 
 
 def record_promotion(
@@ -124,7 +130,8 @@ def decide_promotion(
     else:
         reason = f"promoted: {comparison}, no blocking diagnostic"
 
-    proposal = _intervention_of(history, candidate)
+    proposed = _intervention_of(history, candidate)
+    proposal = proposed.payload if proposed is not None else None
     evidence: dict[str, Any] = {
         "incumbent": str(incumbent),
         "candidate_evaluation": _evaluation_summary(evaluation),
@@ -137,13 +144,18 @@ def decide_promotion(
     }  # fmt: skip
     if proposal is not None:
         evidence["criterion"] = _verify_criterion(history, proposal, margin)
+    promoted = beats and not blocking
     decided = PromotionDecided(
-        candidate=str(candidate), decision="promoted" if beats and not blocking else "rejected",
+        candidate=str(candidate), decision="promoted" if promoted else "rejected",
         baseline_score=base_score, candidate_score=score, margin=margin, blocking_findings=blocking,
         intervention_id=proposal["intervention_id"] if proposal else None, evidence=evidence, reason=reason,
     )  # fmt: skip
     key = f"promotion:{candidate}:{incumbent}:{evaluation.event_id}:{baseline.event_id}:{diagnosis.event_id}"
-    return PromotionDecision(BranchRef(candidate.experiment, DECISIONS_BRANCH), main_head, incumbent, decided, key)
+    skill = None
+    if proposed is not None:
+        skill = skill_event(proposed, trigger_of(history, proposed), str(protocol["domain"]), promoted, margin)
+    return PromotionDecision(BranchRef(candidate.experiment, DECISIONS_BRANCH), main_head, incumbent, decided, key,
+                             skill)  # fmt: skip
 
 
 def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
@@ -212,7 +224,7 @@ def _evaluation_summary(evaluation: StoredEvent) -> dict[str, Any]:
             "avg_at_k": p["avg_at_k"]}  # fmt: skip
 
 
-def _intervention_of(history: list[StoredEvent], candidate: BranchRef) -> dict[str, Any] | None:
+def _intervention_of(history: list[StoredEvent], candidate: BranchRef) -> StoredEvent | None:
     """The InterventionProposed behind the candidate's harness: what `fork_for_intervention`
     recorded as the cause of the branch's own HarnessVersioned."""
     by_id = {e.event_id: e for e in history}
@@ -220,7 +232,7 @@ def _intervention_of(history: list[StoredEvent], candidate: BranchRef) -> dict[s
         if event.type == "HarnessVersioned" and event.causation_id is not None:
             cause = by_id.get(event.causation_id)
             if cause is not None and cause.type == "InterventionProposed":
-                return cause.payload
+                return cause
     return None
 
 

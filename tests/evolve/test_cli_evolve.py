@@ -50,7 +50,7 @@ def test_a_rejected_candidate_exits_1_and_the_decision_is_recorded(cli_env: dict
     assert rejected.returncode == 1, rejected.stderr
     payload = json.loads(rejected.stdout)
     assert payload["decision"] == "rejected" and payload["recorded_at"].startswith("demo/main@")
-    assert [e.type for e in store.read_branch(main)][-1] == "PromotionDecided"
+    assert [e.type for e in store.read_branch(main)][-2:] == ["PromotionDecided", "SkillRecorded"]
 
 
 def test_bad_invocations_are_one_line_and_write_nothing(cli_env: dict[str, str], store: EventStore) -> None:

@@ -11,9 +11,11 @@ import pytest
 from evotrainer.artifacts import open_store
 from evotrainer.errors import ConcurrencyError, UsageError
 from evotrainer.evolve import decide_promotion, fork_for_intervention, incumbent_of, record_promotion
+from evotrainer.evolve.skills import skill_event, skill_library
 from evotrainer.harness import HarnessSpec
+from evotrainer.harness.versions import versioned_event
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, NewEvent, StoredEvent
 from tests.evolve.builders import evaluate, finding, propose, start, trained
 
 BASE = [0.5, 0.5, 0.25, 0.25]  # Avg@k 0.375
@@ -155,3 +157,42 @@ def test_two_gates_deciding_at_once_cannot_both_promote_against_one_incumbent(st
     assert decision.incumbent == a and stored.payload["decision"] == "rejected"
     assert stored.payload["baseline_score"] == 0.75
     assert incumbent_of(store, "demo") == a
+
+
+def test_each_verdict_on_an_intervention_adds_an_outcome_to_its_skill(store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, BASE)
+    store.append(main, [NewEvent("DiagnosisRecorded", {"evidence": "e" * 64, "findings": [],
+                                                       "conditions": ["exploration_collapse"]})])  # fmt: skip
+    hot = candidate(store, main, "hot", "grpo.temperature", 1.3)
+    trained(store, hot, "hot")
+    evaluate(store, hot, [1.0, 0.5, 0.25, 0.25])  # +0.125
+    decision, _ = record_promotion(store, hot)
+    assert decision.skill is not None
+    skill = decision.skill
+    assert (skill.skill_id, skill.successes, skill.failures, skill.domains, skill.category) == (
+        "exploration_collapse/grpo.temperature/raise", 1, 0, ["math"], "training_stability")
+    assert [e.type for e in store.read_branch(main)][-2:] == ["PromotionDecided", "SkillRecorded"]
+    library = skill_library(store)
+    assert library.rank("math:arithmetic", "exploration_collapse", "grpo.temperature", "raise") == 1.0
+    # Not validated in code yet, and not general: it says nothing there.
+    assert library.rank("code", "exploration_collapse", "grpo.temperature", "raise") == 0.0
+    assert not library.skills[skill.skill_id].general
+
+
+def test_a_skill_validated_in_two_domains_joins_the_shared_library(store: EventStore) -> None:
+    for experiment, domain in (("m", "math:digit_add"), ("c", "code:trivial")):
+        store.create_experiment(experiment)
+        main = BranchRef(experiment, "main")
+        outcome = skill_event(_proposal(store, main), "insufficient_signal", domain, True, 0.05)
+        store.append(main, [NewEvent.of(outcome)])
+    library = skill_library(store)
+    (skill,) = library.skills.values()
+    assert skill.general and skill.validated_in == {"math", "code"} and skill.mean_effect == pytest.approx(0.05)
+    assert library.rank("swe", "insufficient_signal", "rewards.weights.format", "add") == 2.0
+
+
+def _proposal(store: EventStore, main: BranchRef) -> StoredEvent:
+    store.append(main, [versioned_event(HarnessSpec())])
+    propose(store, main, "rewards.weights.format", 0.2)
+    return store.read_branch(main)[-1]

@@ -1,0 +1,139 @@
+"""Skills: what an intervention taught, kept so later proposals can rank by it.
+
+    skill_event(history, candidate, decided)     # the SkillRecorded a decision adds
+    library = skill_library(store)               # every experiment's outcomes, summed
+    library.rank("math", "insufficient_signal", "rewards.weights.format", "add")
+
+A skill is (trigger, field, direction): the condition diagnosed on the run an
+intervention answered, the harness field it changed and which way (`raise`, `lower`,
+`add`, `enable`, `disable`, `set`), e.g. `insufficient_signal/rewards.weights.format/add`.
+Every verdict of the promotion gate on an intervention branch appends one SkillRecorded
+next to its PromotionDecided (in the same append): successes 1 when it was promoted,
+failures 1 when not, and the margin as its effect size. Events never change, so the
+counts are per outcome and `skill_library` adds them up across experiments; a skill is
+validated in a domain where it succeeded at least once, and general (the shared library,
+METHOD.md "Skills") once validated in two or more domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evotrainer.events import SkillRecorded
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore, StoredEvent
+
+Category = Literal["reward_design", "filtering", "training_stability", "evaluation_protocol", "cross_domain_transfer"]
+_CATEGORIES: dict[str, Category] = {"rewards": "reward_design", "filters": "filtering", "grpo": "training_stability",
+                                    "evaluation": "evaluation_protocol"}  # fmt: skip
+NO_CONDITION = "no_condition"
+
+
+def direction(old: Any, new: Any) -> str:
+    """Which way a change moved its field."""
+    if isinstance(new, bool) or isinstance(old, bool):
+        return "enable" if new else "disable"
+    if old is None:
+        return "add"
+    if isinstance(old, int | float) and isinstance(new, int | float):
+        return "raise" if new > old else "lower"
+    return "set"
+
+
+def skill_id(trigger: str, field_path: str, way: str) -> str:
+    return f"{trigger}/{field_path}/{way}"
+
+
+def trigger_of(history: Sequence[StoredEvent], proposal: StoredEvent) -> str:
+    """The condition an intervention answered: the first one named by the last diagnosis
+    recorded before it was proposed (on the branch it was proposed on, or an ancestor)."""
+    for event in reversed([e for e in history if e.global_position < proposal.global_position]):
+        if event.type == "DiagnosisRecorded":
+            conditions = event.payload["conditions"]
+            return str(conditions[0]) if conditions else NO_CONDITION
+    return NO_CONDITION
+
+
+def skill_event(proposal: StoredEvent, trigger: str, domain: str, promoted: bool, margin: float) -> SkillRecorded:
+    """The outcome of one intervention as a skill record."""
+    p = proposal.payload
+    way = direction(p.get("old_value"), p["new_value"])
+    family = domain.split(":", 1)[0]
+    return SkillRecorded(
+        skill_id=skill_id(trigger, p["field"], way), trigger=trigger,
+        intervention=f"{p['field']}: {p.get('old_value')!r} -> {p['new_value']!r}",
+        expected_outcome=p["hypothesis"],
+        validation=f"{'promoted' if promoted else 'rejected'} by the gate, margin {margin:+.4f} ({domain})",
+        domains=[family], category=_CATEGORIES.get(p["field"].split(".", 1)[0], "training_stability"),
+        successes=int(promoted), failures=int(not promoted), effect_size=margin,
+    )  # fmt: skip
+
+
+@dataclass
+class Skill:
+    """One skill's outcomes, summed."""
+
+    skill_id: str
+    trigger: str
+    field_path: str
+    way: str
+    category: str
+    successes: int = 0
+    failures: int = 0
+    effects: list[float] = field(default_factory=list)
+    validated_in: set[str] = field(default_factory=set)
+    tried_in: set[str] = field(default_factory=set)
+
+    @property
+    def general(self) -> bool:
+        """In the shared library: validated in two or more domains."""
+        return len(self.validated_in) >= 2
+
+    @property
+    def mean_effect(self) -> float | None:
+        return sum(self.effects) / len(self.effects) if self.effects else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"skill_id": self.skill_id, "trigger": self.trigger, "field": self.field_path, "direction": self.way,
+                "category": self.category, "successes": self.successes, "failures": self.failures,
+                "mean_effect": self.mean_effect, "validated_in": sorted(self.validated_in),
+                "tried_in": sorted(self.tried_in), "general": self.general}  # fmt: skip
+
+
+@dataclass
+class SkillLibrary:
+    skills: dict[str, Skill]
+
+    def rank(self, domain: str, trigger: str, field_path: str, way: str) -> float:
+        """How much the record favours this change here: (successes - failures) of the skill
+        in this domain, plus those of a general skill elsewhere; 0 when never tried."""
+        skill = self.skills.get(skill_id(trigger, field_path, way))
+        if skill is None:
+            return 0.0
+        family = domain.split(":", 1)[0]
+        if family in skill.tried_in or skill.general:
+            return float(skill.successes - skill.failures)
+        return 0.0
+
+
+def skill_library(store: EventStore, experiments: Sequence[str] | None = None) -> SkillLibrary:
+    """Every SkillRecorded on the experiments' main branches (all experiments by default)."""
+    names = sorted({info.experiment for info in store.branches()}) if experiments is None else experiments
+    skills: dict[str, Skill] = {}
+    for experiment in names:
+        for event in store.read_branch(BranchRef(experiment, "main")):
+            if event.type != "SkillRecorded":
+                continue
+            p = event.payload
+            trigger, field_path, way = p["skill_id"].split("/", 2)
+            skill = skills.setdefault(p["skill_id"], Skill(p["skill_id"], trigger, field_path, way, p["category"]))
+            skill.successes += p["successes"]
+            skill.failures += p["failures"]
+            if p.get("effect_size") is not None:
+                skill.effects.append(float(p["effect_size"]))
+            skill.tried_in.update(p["domains"])
+            if p["successes"]:
+                skill.validated_in.update(p["domains"])
+    return SkillLibrary(skills)
