@@ -11,17 +11,13 @@ protocol) is a usage error that says which command supplies it, and nothing is w
 
 from __future__ import annotations
 
-import sys
+from typing import Any
 
 import typer
 
-from evotrainer.cli.render import print_json
+from evotrainer.cli.render import print_json, print_line
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
-
-
-def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
 
 
 def promote_command(
@@ -51,23 +47,23 @@ def promote_command(
         raise typer.Exit(1)
 
 
-def _print_decision(payload: dict, where: str | None, skill: str | None) -> None:  # type: ignore[type-arg]
-    evidence = payload["evidence"]
-    _out(f"{payload['decision']} {payload['candidate']}")
-    _out(f"  {payload['reason']}")
+def _print_decision(payload: dict[str, Any], where: str | None, skill: str | None) -> None:
+    evidence = payload.get("evidence", {})
+    print_line(f"{payload['decision']} {payload['candidate']}")
+    print_line(f"  {payload['reason']}")
     paired = evidence.get("per_problem")
     if paired:
         error = "" if paired["standard_error"] is None else f" +- {paired['standard_error']:.4f}"
-        _out(f"  per problem: {paired['better']} better, {paired['worse']} worse, {paired['same']} the same "
+        print_line(f"  per problem: {paired['better']} better, {paired['worse']} worse, {paired['same']} the same "
              f"(mean gain {paired['mean_gain']:+.4f}{error})")  # fmt: skip
     else:
-        _out("  per problem: the results artifacts are not in this artifact store")
-    blocking = payload["blocking_findings"]
-    _out("  blocking: " + ("; ".join(blocking) if blocking else "none"))
+        print_line("  per problem: the results artifacts are not in this artifact store")
+    blocking = payload.get("blocking_findings", [])
+    print_line("  blocking: " + ("; ".join(blocking) if blocking else "none"))
     criterion = evidence.get("criterion")
     if criterion:
-        _out(f"  intervention {payload['intervention_id']}: {criterion['text']}: {criterion['outcome']}")
+        print_line(f"  intervention {payload['intervention_id']}: {criterion['text']}: {criterion['outcome']}")
     if skill:
-        _out(f"  skill {skill}: one {'success' if payload['decision'] == 'promoted' else 'failure'} more")
+        print_line(f"  skill {skill}: one {'success' if payload['decision'] == 'promoted' else 'failure'} more")
     if where:
-        _out(f"recorded PromotionDecided at {where}" + (" with SkillRecorded" if skill else ""))
+        print_line(f"recorded PromotionDecided at {where}" + (" with SkillRecorded" if skill else ""))

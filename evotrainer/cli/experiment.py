@@ -34,7 +34,7 @@ def fork_command(
     source: str = typer.Argument(..., help="EXPERIMENT/BRANCH@SEQ to fork from (the head without @SEQ)."),
     new_branch: str = typer.Argument(..., help="Name of the new branch."),
     reason: str = typer.Option("", help="Why this line is started."),
-    intervention: str = typer.Option(
+    intervention: str | None = typer.Option(
         None, help="Run the new branch under this intervention's harness (proposed on SOURCE; backtested if it can be)."
     ),
 ) -> None:

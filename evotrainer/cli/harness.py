@@ -12,21 +12,16 @@ with nothing written.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import typer
 
-from evotrainer.cli.render import print_json, print_table
+from evotrainer.cli.render import print_json, print_line, print_table
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
 
 app = typer.Typer(help="Show, compare and record harness versions.", no_args_is_help=True)
-
-
-def _out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
 
 
 def _short(value: Any) -> str:
@@ -49,7 +44,7 @@ def show_command(
         print_json({"harness_hash": current.address, "recorded_seq": current.recorded_seq,
                     "spec": current.spec.to_json()})  # fmt: skip
         return
-    _out(f"harness {current.address} ({origin})")
+    print_line(f"harness {current.address} ({origin})")
     print_table(["field", "value"], [(p, _short(v)) for p, v in leaves(current.spec.to_json())])
 
 
@@ -70,9 +65,9 @@ def diff_command(
         print_json({"a": left.address, "b": right.address,
                     "changes": [{"field": p, "a": x, "b": y} for p, x, y in changes]})  # fmt: skip
         return
-    _out(f"a {left.address}\nb {right.address}")
+    print_line(f"a {left.address}\nb {right.address}")
     if not changes:
-        _out("identical")
+        print_line("identical")
         return
     print_table(["field", "a", "b"], [(p, _short(x), _short(y)) for p, x, y in changes])
 
@@ -99,7 +94,7 @@ def record_command(
         parent = current.address if current.recorded_seq is not None else None
         changed = [p for p, _, _ in diff(current.spec, new)] if parent else []
         stored = store.append(branch, [versioned_event(new, parent, changed)])[0]
-    _out(f"harness {new.address()} recorded at seq {stored.seq}")
+    print_line(f"harness {new.address()} recorded at seq {stored.seq}")
 
 
 def diagnose_command(
@@ -120,21 +115,21 @@ def diagnose_command(
         print_json({"branch": str(branch), "harness_hash": run.harness.address, "evidence": run.evidence,
                     "rollouts": run.rollouts, "recorded_seq": seq, **d.to_json()})  # fmt: skip
         return
-    _out(f"diagnosis of {branch}: {run.rollouts} rollouts, evidence {run.evidence[:12]}, "
+    print_line(f"diagnosis of {branch}: {run.rollouts} rollouts, evidence {run.evidence[:12]}, "
          f"harness {run.harness.address[:12]}")  # fmt: skip
     rows = [(f.layer, f.metric, "-" if f.value is None else f"{f.value:.4g}", f.severity, f.message)
             for f in d.findings]  # fmt: skip
     print_table(["layer", "metric", "value", "severity", "evidence"], rows)
     for f in d.findings:
         if f.severity != "info" and f.rollouts:
-            _out(f"  {f.metric}: rollouts {', '.join(map(str, f.rollouts[:10]))}")
+            print_line(f"  {f.metric}: rollouts {', '.join(map(str, f.rollouts[:10]))}")
     for c in d.conditions:
-        _out(f"condition {c.name}: {c.because} -> {c.suggestion}")
+        print_line(f"condition {c.name}: {c.because} -> {c.suggestion}")
     if not d.conditions:
-        _out("no condition diagnosed")
-    _out("blocking: " + ("; ".join(d.blocking_reasons) if d.blocking else "no"))
+        print_line("no condition diagnosed")
+    print_line("blocking: " + ("; ".join(d.blocking_reasons) if d.blocking else "no"))
     if seq is not None:
-        _out(f"recorded DiagnosisRecorded at seq {seq}")
+        print_line(f"recorded DiagnosisRecorded at seq {seq}")
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
@@ -183,13 +178,13 @@ def propose_command(
     if as_json:
         print_json({**e.model_dump(mode="json"), "recorded_seq": seq, "candidate_hash": designed.candidate.address()})
         return
-    _out(f"intervention {e.intervention_id} recorded at seq {seq}")
-    _out(f"  change      {e.field}: {json.dumps(e.old_value)} -> {json.dumps(e.new_value)}")
-    _out(f"  hypothesis  {e.hypothesis}")
-    _out(f"  criterion   {e.success_criterion}")
-    _out(f"  rollback    {e.rollback_plan}")
-    _out(f"  frozen      {', '.join(e.frozen_fields)}")
-    _out(f"  harness     {(e.base_harness_hash or '')[:12]} -> {designed.candidate.address()[:12]}")
+    print_line(f"intervention {e.intervention_id} recorded at seq {seq}")
+    print_line(f"  change      {e.field}: {json.dumps(e.old_value)} -> {json.dumps(e.new_value)}")
+    print_line(f"  hypothesis  {e.hypothesis}")
+    print_line(f"  criterion   {e.success_criterion}")
+    print_line(f"  rollback    {e.rollback_plan}")
+    print_line(f"  frozen      {', '.join(e.frozen_fields)}")
+    print_line(f"  harness     {(e.base_harness_hash or '')[:12]} -> {designed.candidate.address()[:12]}")
 
 
 def backtest_command(
@@ -215,14 +210,14 @@ def backtest_command(
         print_json({**payload, "recorded_seq": seq, "rollouts_per_second": rate})
         return
     p = run.intervention
-    _out(f"backtest of {p.intervention_id} ({p.field}: {json.dumps(p.old_value)} -> {json.dumps(p.new_value)}), "
+    print_line(f"backtest of {p.intervention_id} ({p.field}: {json.dumps(p.old_value)} -> {json.dumps(p.new_value)}), "
          f"{run.kind} replay of evidence {run.evidence[:12]}")  # fmt: skip
     print_table(["figure", "value"], [(k, _short(v)) for k, v in run.figures.items()])
     v = run.verdict
-    _out(f"criterion: {p.success_criterion}")
+    print_line(f"criterion: {p.success_criterion}")
     for label, clauses in (("held", v.held), ("failed", v.failed), ("not checkable here", v.unchecked)):
         if clauses:
-            _out(f"  {label}: {'; '.join(clauses)}")
-    _out("PASSED" if v.passed else "FAILED")
+            print_line(f"  {label}: {'; '.join(clauses)}")
+    print_line("PASSED" if v.passed else "FAILED")
     if seq is not None:
-        _out(f"recorded BacktestCompleted at seq {seq}")
+        print_line(f"recorded BacktestCompleted at seq {seq}")

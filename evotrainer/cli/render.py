@@ -9,6 +9,10 @@ from typing import Any
 import orjson
 
 
+def print_line(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
 def print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode() + "\n")
 

@@ -10,8 +10,9 @@ together, or neither does.
 
 An intervention whose latest backtest failed a clause of its criterion was dropped and
 is not executed; one on a field a backtest can replay must have been backtested first.
-A change no backtest can replay (a learning rate) is trained directly: the promotion
-gate is then its only check (METHOD.md).
+A backtest that could check none of the criterion's clauses (a criterion only about the
+gain after training) does not drop it. A change no backtest can replay (a learning rate)
+is trained directly: the promotion gate is then its only check (METHOD.md).
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def fork_for_intervention(
     """Fork `source` (at its seq, else its head) into `new_branch` running the candidate
     harness of `intervention_id`; UsageError (nothing written) when it may not run."""
     history = store.read_branch(source)
+    # Fork exactly where the checks below looked: an append to the source in between
+    # (another harness version) must not slip into the fork.
+    source = BranchRef(source.experiment, source.branch, history[-1].seq)
     proposal, base = find_intervention(history, source.branch_ref, intervention_id)
     proposed = next(e for e in reversed(history) if e.type == "InterventionProposed"
                     and e.payload["intervention_id"] == intervention_id)  # fmt: skip
@@ -77,7 +81,8 @@ def check_backtest(history: list[StoredEvent], source: BranchRef, proposal: Inte
             f"{source.branch_ref} {ident}` first (a change that stored evidence can judge is judged before training)"
         )
     latest = backtests[-1]
-    verdict = check_criterion(latest.payload["criterion"] or proposal.success_criterion, latest.payload["figures"])
+    criterion = latest.payload.get("criterion") or proposal.success_criterion
+    verdict = check_criterion(criterion, latest.payload.get("figures", {}))
     if verdict.failed:
         raise UsageError(
             f"intervention {ident} failed its backtest at {source.branch_ref}@{latest.seq} "

@@ -9,15 +9,19 @@ What it takes (DESIGN.md step 7, METHOD.md "Promotion and invalid branches"):
   EXPERIMENT/main, where every decision is recorded; before any promotion it is main.
 - The candidate must have trained on its own branch, have a diagnosis of that run's
   evidence, and an evaluation of its newest policy. The baseline is an evaluation of the
-  incumbent's newest policy under the same protocol (domain, k, problems, temperature,
-  completion length, seeds): scores measured differently are never compared.
+  policy that won (the incumbent's newest when it was promoted; main's newest before any
+  promotion) under the same protocol (domain, k, problems, temperature, completion
+  length, seeds): scores measured differently are never compared.
 - It is promoted when its score minus the baseline's is positive and at least the gate's
-  `min_margin`, and no finding or condition of its diagnosis blocks. The gate applied is
-  the incumbent's (the promotion section of its harness), never the candidate's own: an
-  intervention that loosened the gate does not get to judge itself by it.
+  `min_margin`, and nothing in its diagnosis blocks. Both are the incumbent's, never the
+  candidate's own: the incumbent's gate, and its diagnostic thresholds, with which the
+  candidate's measurements are graded again (an analyzer the incumbent runs and the
+  candidate's harness turned off blocks). An intervention that loosened the gate or a
+  threshold does not get to judge itself by it.
 - The decision is appended with main's head as the expected seq, so two gates deciding at
   once cannot both promote against one incumbent: the later one decides again against the
-  winner. Deciding again on the same evidence is a no-op (idempotency key).
+  winner (up to MAX_ATTEMPTS times while main keeps moving, then ConcurrencyError).
+  Deciding again on the same evidence under the same gate is a no-op (idempotency key).
 - Recorded with it, for the auditor: which evaluations and diagnosis were compared, the
   gate, the intervention's success criterion checked with the figures known now
   (`avg_at_k_gain` and its backtest's), and, when both per-problem result artifacts are at
@@ -26,6 +30,7 @@ What it takes (DESIGN.md step 7, METHOD.md "Promotion and invalid branches"):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -33,14 +38,17 @@ from typing import Any
 
 from evotrainer.artifacts import ArtifactStore, open_store
 from evotrainer.artifacts.errors import ArtifactMissingError
+from evotrainer.diagnostics.base import grade
 from evotrainer.diagnostics.diagnose import blocking_reasons
+from evotrainer.diagnostics.rules import conditions
 from evotrainer.errors import ConcurrencyError, UsageError
 from evotrainer.events import Finding, PromotionDecided, SkillRecorded
 from evotrainer.evolve.skills import skill_event, trigger_of
 from evotrainer.harness.criterion import check_criterion
+from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import harness_of
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, NewEvent, StoredEvent
+from evotrainer.store import EventStore, GlobalPosition, NewEvent, StoredEvent
 
 DECISIONS_BRANCH = "main"
 PROTOCOL_FIELDS = ("domain", "k", "eval_tasks", "temperature", "max_completion_length", "seed", "data_seed")
@@ -87,7 +95,8 @@ def record_promotion(
             if attempt == MAX_ATTEMPTS - 1:
                 raise
             continue  # main moved (perhaps another promotion): decide against what it says now
-        return decision, stored[0]
+        # The earlier event when this evidence was judged already: report what is recorded.
+        return dataclasses.replace(decision, decided=PromotionDecided.model_validate(stored[0].payload)), stored[0]
     raise AssertionError("unreachable")
 
 
@@ -98,27 +107,21 @@ def decide_promotion(
     candidate = candidate.branch_ref
     incumbent, main_head, promoting = _incumbent(store, candidate.experiment)
     if candidate == incumbent:
-        if promoting is None:
-            raise UsageError(f"{candidate} is the best so far already: there is nothing to compare it with")
-        # Asked again after it won (a retried task, a script run twice): the decision that
-        # made it the best so far, which recording again leaves as it is.
-        return PromotionDecision(
-            promoting.ref, main_head, BranchRef.parse(promoting.payload["evidence"]["incumbent"], allow_seq=False),
-            PromotionDecided.model_validate(promoting.payload), promoting.idempotency_key or "",
-        )  # fmt: skip
+        return _decision_that_promoted(candidate, main_head, promoting)
     history = store.read_branch(candidate)
     diagnosis = _diagnosis_of_own_run(history, candidate)
     evaluation = _evaluation_of_newest_policy(history, candidate, "")
     protocol = _protocol(evaluation)
     incumbent_history = store.read_branch(incumbent)
-    baseline = _evaluation_of_newest_policy(incumbent_history, incumbent, " (the best so far)", protocol)
+    # The best so far is the policy that won, not whatever its branch trained since.
+    won_at = promoting.global_position if promoting is not None else None
+    baseline = _evaluation_of_newest_policy(incumbent_history, incumbent, " (the best so far)", protocol, won_at)
     harness = harness_of(incumbent_history)
     gate = harness.spec.promotion
 
     score, base_score = float(evaluation.payload["avg_at_k"]), float(baseline.payload["avg_at_k"])
     margin = score - base_score
-    findings = [Finding.model_validate(f) for f in diagnosis.payload["findings"]]
-    blocking = blocking_reasons(findings, diagnosis.payload["conditions"], gate)
+    blocking = _blocking(diagnosis, harness.spec)
     beats = margin > _SCORE_TOLERANCE and margin >= gate.min_margin - _SCORE_TOLERANCE
     metric = evaluation.payload["metric"]
     comparison = (f"{metric} {score:.4f} against {base_score:.4f} of {incumbent} "
@@ -150,12 +153,50 @@ def decide_promotion(
         baseline_score=base_score, candidate_score=score, margin=margin, blocking_findings=blocking,
         intervention_id=proposal["intervention_id"] if proposal else None, evidence=evidence, reason=reason,
     )  # fmt: skip
-    key = f"promotion:{candidate}:{incumbent}:{evaluation.event_id}:{baseline.event_id}:{diagnosis.event_id}"
+    # Everything the verdict depends on: the same key is the same decision.
+    key = (f"promotion:{candidate}:{incumbent}:{harness.address}:{evaluation.event_id}:{baseline.event_id}:"
+           f"{diagnosis.event_id}")  # fmt: skip
     skill = None
     if proposed is not None:
         skill = skill_event(proposed, trigger_of(history, proposed), str(protocol["domain"]), promoted, margin)
     return PromotionDecision(BranchRef(candidate.experiment, DECISIONS_BRANCH), main_head, incumbent, decided, key,
                              skill)  # fmt: skip
+
+
+def _decision_that_promoted(candidate: BranchRef, main_head: int, promoting: StoredEvent | None) -> PromotionDecision:
+    """Asked about the best so far (a retried task, a script run twice): the decision that
+    made it the best, which recording again leaves as it is."""
+    judged_against = promoting.payload.get("evidence", {}).get("incumbent") if promoting is not None else None
+    if promoting is None or judged_against is None or not promoting.idempotency_key:
+        where = f" (promoted at {promoting.ref})" if promoting is not None else ""
+        raise UsageError(f"{candidate} is the best so far already{where}: there is nothing to compare it with")
+    return PromotionDecision(
+        promoting.ref.branch_ref, main_head, BranchRef.parse(judged_against, allow_seq=False),
+        PromotionDecided.model_validate(promoting.payload), promoting.idempotency_key,
+    )  # fmt: skip
+
+
+def _blocking(diagnosis: StoredEvent, incumbent: HarnessSpec) -> list[str]:
+    """What blocks the candidate under the incumbent's diagnostics and gate. The candidate's
+    diagnosis ran under its own harness, whose thresholds an intervention may have moved or
+    whose analyzers it may have turned off: its measurements are graded again with the
+    incumbent's thresholds, an analyzer the incumbent runs and the diagnosis lacks blocks,
+    and the conditions are those the rules find now plus those recorded."""
+    recorded = [Finding.model_validate(f) for f in diagnosis.payload.get("findings", [])]
+    by_analyzer = {f.analyzer: f for f in recorded}
+    graded, unmeasured = [], []
+    for name, settings in sorted(incumbent.diagnostics.items()):
+        found = by_analyzer.pop(name, None)
+        if not settings.enabled:
+            continue
+        if found is None:
+            unmeasured.append(f"{name} not measured")
+            continue
+        graded.append(found.model_copy(update={"severity": grade(found.value, settings)}))
+    graded.extend(by_analyzer.values())  # the candidate's own extra analyzers can only add
+    names = [c.name for c in conditions(graded)]
+    names += [c for c in diagnosis.payload.get("conditions", []) if c not in names]
+    return blocking_reasons(graded, names, incumbent.promotion) + unmeasured
 
 
 def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
@@ -193,10 +234,13 @@ def _diagnosis_of_own_run(history: list[StoredEvent], candidate: BranchRef) -> S
 
 
 def _evaluation_of_newest_policy(
-    history: list[StoredEvent], ref: BranchRef, role: str, protocol: dict[str, Any] | None = None
+    history: list[StoredEvent], ref: BranchRef, role: str, protocol: dict[str, Any] | None = None,
+    before: GlobalPosition | None = None,
 ) -> StoredEvent:
-    """The latest evaluation of the branch's newest policy (under `protocol` when given)."""
-    policy = next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"), None)
+    """The latest evaluation of the branch's newest policy (the newest `before` a point of
+    the log when given; under `protocol` when given)."""
+    policy = next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"
+                   and (before is None or e.global_position < before)), None)  # fmt: skip
     if policy is None:
         raise UsageError(f"{ref}{role} has no policy checkpoint to evaluate")
     for event in reversed(history):
@@ -214,6 +258,7 @@ def _protocol(evaluation: StoredEvent) -> dict[str, Any]:
 
 
 def describe_protocol(protocol: dict[str, Any]) -> str:
+    """`domain "math:digit_add", k 8, ...`: for messages."""
     return ", ".join(f"{name} {json.dumps(value)}" for name, value in protocol.items())
 
 
@@ -243,7 +288,7 @@ def _verify_criterion(history: list[StoredEvent], proposal: dict[str, Any], marg
     figures: dict[str, Any] = {}
     for event in history:
         if event.type == "BacktestCompleted" and event.payload["intervention_id"] == proposal["intervention_id"]:
-            figures = dict(event.payload["figures"])
+            figures = dict(event.payload.get("figures", {}))
     figures["avg_at_k_gain"] = margin
     verdict = check_criterion(proposal["success_criterion"], figures)
     outcome = "failure" if verdict.failed else "success" if not verdict.unchecked else "partial"

@@ -51,7 +51,7 @@ def trigger_of(history: Sequence[StoredEvent], proposal: StoredEvent) -> str:
     recorded before it was proposed (on the branch it was proposed on, or an ancestor)."""
     for event in reversed([e for e in history if e.global_position < proposal.global_position]):
         if event.type == "DiagnosisRecorded":
-            conditions = event.payload["conditions"]
+            conditions = event.payload.get("conditions", [])
             return str(conditions[0]) if conditions else NO_CONDITION
     return NO_CONDITION
 
@@ -133,7 +133,7 @@ def skill_library(store: EventStore, experiments: Sequence[str] | None = None) -
             skill.failures += p["failures"]
             if p.get("effect_size") is not None:
                 skill.effects.append(float(p["effect_size"]))
-            skill.tried_in.update(p["domains"])
+            skill.tried_in.update(p.get("domains", []))
             if p["successes"]:
-                skill.validated_in.update(p["domains"])
+                skill.validated_in.update(p.get("domains", []))
     return SkillLibrary(skills)

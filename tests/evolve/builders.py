@@ -71,18 +71,21 @@ def backtest(store: EventStore, ref: BranchRef, intervention_id: str, figures: d
 
 
 def trained(store: EventStore, ref: BranchRef, name: str, findings: list[dict[str, Any]] | None = None,
-            conditions: list[str] | None = None, diagnosed: bool = True) -> None:  # fmt: skip
+            conditions: list[str] | None = None, diagnosed: bool = True, unmeasured: tuple[str, ...] = ()) -> None:  # fmt: skip
     """A run of the branch's own: a new policy, its rollout evidence and (unless told not
-    to) a diagnosis of it."""
+    to) a diagnosis of it, measuring every default analyzer but `unmeasured`."""
     policy = checkpoint(store, ref, name)
     evidence = sha(f"evidence {name}")
     store.append(ref, [NewEvent("RolloutsRecorded", {"evidence_sha256": evidence, "policy_sha256": policy,
                                                      "base_policy_sha256": sha("policy base")})])  # fmt: skip
     if diagnosed:
+        measured = {name: finding(name, None) for name in HarnessSpec().diagnostics if name not in unmeasured}
+        measured.update({f["analyzer"]: f for f in findings or []})
         store.append(ref, [NewEvent("DiagnosisRecorded", {
-            "evidence": evidence, "findings": findings or [], "conditions": conditions or []})])
+            "evidence": evidence, "findings": list(measured.values()), "conditions": conditions or []})])
 
 
-def finding(metric: str, severity: str) -> dict[str, Any]:
-    return {"analyzer": metric, "analyzer_version": 1, "layer": "signal", "metric": metric, "value": 0.7,
+def finding(metric: str, value: float | None, severity: str = "info") -> dict[str, Any]:
+    """A finding as the diagnosis recorded it (`severity` under the candidate's own harness)."""
+    return {"analyzer": metric, "analyzer_version": 1, "layer": "signal", "metric": metric, "value": value,
             "severity": severity}  # fmt: skip

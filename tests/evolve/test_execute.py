@@ -57,8 +57,9 @@ def test_a_branch_whose_harness_moved_on_is_refused(store: EventStore) -> None:
     store.append(main, [versioned_event(moved, HarnessSpec().address(), ["grpo.temperature"])])
     with pytest.raises(UsageError, match="fork from the point where that harness was current"):
         fork_for_intervention(store, main, "lr", iid)
-    fork_for_intervention(store, BranchRef("demo", "main", proposed_at), "lr", iid)  # at the proposal: fine
-    assert branch_harness(store, BranchRef("demo", "lr")).spec.grpo.temperature != 1.3
+    forked = fork_for_intervention(store, BranchRef("demo", "main", proposed_at), "lr", iid)  # at the proposal
+    assert forked.forked.payload["fork_seq"] == proposed_at
+    assert branch_harness(store, BranchRef("demo", "lr")).spec.grpo.temperature == 1.0
 
 
 def test_an_unknown_intervention_or_a_taken_name_writes_nothing(store: EventStore) -> None:

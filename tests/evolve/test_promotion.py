@@ -60,13 +60,13 @@ def test_a_candidate_that_beats_main_by_the_margin_is_promoted_and_becomes_the_b
     assert decide_promotion(store, lr, artifacts).decided.candidate_score == 0.5
 
 
-def test_a_gain_below_the_margin_is_rejected_and_main_stays_the_best(store: EventStore) -> None:
+def test_a_gain_below_the_margin_is_rejected_and_main_stays_the_best(store: EventStore, tmp_path: Path) -> None:
     main = start(store)
     evaluate(store, main, [0.5] * 100)
     temp = candidate(store, main, "temp", "grpo.temperature", 1.1)
     trained(store, temp, "temp")
     evaluate(store, temp, [0.5] * 99 + [1.0])  # +0.005 < 0.01
-    decision, stored = record_promotion(store, temp)
+    decision, stored = record_promotion(store, temp, open_store(tmp_path / "empty"))
     assert not decision.promoted and stored.payload["decision"] == "rejected"
     assert "does not beat the best so far by the gate's margin" in stored.payload["reason"]
     assert stored.payload["evidence"]["criterion"]["outcome"] == "failure"
@@ -89,7 +89,8 @@ def test_a_blocking_diagnostic_rejects_even_a_large_gain(store: EventStore) -> N
     main = start(store)
     evaluate(store, main, BASE)
     hack = candidate(store, main, "hack")
-    trained(store, hack, "hack", findings=[finding("dead_group_ratio", "critical"), finding("truncation", "warning")],
+    trained(store, hack, "hack", findings=[finding("dead_group_ratio", 0.7, "critical"),
+                                           finding("truncation", 0.7, "warning")],
             conditions=["reward_hacking"])  # fmt: skip
     evaluate(store, hack, [1.0, 1.0, 1.0, 1.0])
     decision = decide_promotion(store, hack)
@@ -114,7 +115,7 @@ def test_a_stricter_severity_in_the_incumbents_gate_blocks_warnings(store: Event
     main = start(store, strict)
     evaluate(store, main, BASE)
     warned = candidate(store, main, "warned")
-    trained(store, warned, "warned", findings=[finding("truncation_rate", "warning")])
+    trained(store, warned, "warned", findings=[finding("truncation_rate", 0.3, "warning")])
     evaluate(store, warned, [1.0, 1.0, 1.0, 1.0])
     assert decide_promotion(store, warned).decided.blocking_findings == ["truncation_rate warning"]
 
@@ -196,3 +197,68 @@ def _proposal(store: EventStore, main: BranchRef) -> StoredEvent:
     store.append(main, [versioned_event(HarnessSpec())])
     propose(store, main, "rewards.weights.format", 0.2)
     return store.read_branch(main)[-1]
+
+
+def test_the_baseline_is_the_policy_that_won_not_what_its_branch_trained_since(store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, BASE)
+    a, b = candidate(store, main, "a"), candidate(store, main, "b", "grpo.temperature", 1.2)
+    trained(store, a, "a")
+    evaluate(store, a, [1.0, 1.0, 1.0, 1.0])
+    assert record_promotion(store, a)[0].promoted
+    trained(store, a, "a-later")  # a trains on, worse, and is evaluated: never promoted
+    evaluate(store, a, [0.5, 0.5, 0.5, 0.5])
+    trained(store, b, "b")
+    evaluate(store, b, [0.75, 0.75, 0.75, 0.75])
+    decision = decide_promotion(store, b)
+    assert decision.decided.baseline_score == 1.0 and not decision.promoted
+
+
+@pytest.mark.parametrize("field, value, recorded, expected", [
+    ("diagnostics.dead_group_ratio.enabled", False, None, "dead_group_ratio not measured"),
+    ("diagnostics.dead_group_ratio.critical", 0.9, finding("dead_group_ratio", 0.7, "warning"),
+     "dead_group_ratio critical"),
+])  # fmt: skip
+def test_a_candidate_cannot_loosen_the_diagnostics_it_is_judged_by(
+    store: EventStore, field: str, value: object, recorded: dict | None, expected: str  # type: ignore[type-arg]
+) -> None:
+    main = start(store)
+    evaluate(store, main, BASE)
+    loose = candidate(store, main, "loose", field, value)
+    # Turned off, the analyzer is missing from the candidate's diagnosis; with a raised
+    # threshold, 0.7 dead groups was only a warning under the candidate's own harness.
+    trained(store, loose, "loose", findings=[recorded] if recorded else [],
+            unmeasured=() if recorded else ("dead_group_ratio",))  # fmt: skip
+    evaluate(store, loose, [1.0, 1.0, 1.0, 1.0])
+    decision = decide_promotion(store, loose)
+    assert not decision.promoted and expected in decision.decided.blocking_findings
+
+
+def test_a_changed_gate_is_a_new_decision_on_the_same_evidence(store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, [0.5] * 100)
+    t = candidate(store, main, "t", "grpo.temperature", 1.1)
+    trained(store, t, "t")
+    evaluate(store, t, [0.5] * 99 + [1.0])  # +0.005
+    first, stored_first = record_promotion(store, t)
+    assert not first.promoted
+    looser = HarnessSpec().with_field("promotion.min_margin", 0.001)
+    store.append(main, [versioned_event(looser, HarnessSpec().address(), ["promotion.min_margin"])])
+    second, stored_second = record_promotion(store, t)
+    assert second.promoted and stored_second.payload["decision"] == "promoted"
+    assert stored_second.event_id != stored_first.event_id
+
+
+def test_a_hand_recorded_promotion_still_sets_the_best_so_far(store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, BASE)
+    a, b = candidate(store, main, "a"), candidate(store, main, "b", "grpo.temperature", 1.2)
+    trained(store, a, "a")
+    evaluate(store, a, [1.0, 1.0, 0.5, 0.5])
+    store.append(main, [NewEvent("PromotionDecided", {"candidate": "demo/a", "decision": "promoted"})])
+    with pytest.raises(UsageError, match=r"demo/a is the best so far already \(promoted at demo/main@\d+\)"):
+        decide_promotion(store, a)
+    trained(store, b, "b")
+    evaluate(store, b, [1.0, 1.0, 1.0, 0.5])
+    decision = decide_promotion(store, b)
+    assert decision.decided.baseline_score == 0.75 and decision.promoted
