@@ -1,5 +1,6 @@
-"""`evotrainer promote`: the promotion gate on a candidate branch.
+"""`evotrainer run` (the evolve loop) and `evotrainer promote` (its gate, on one branch).
 
+    evotrainer run examples/digits.toml      # train, diagnose, propose, backtest, fork, promote
     evotrainer promote demo/lr-up            # exit 0 promoted, 1 rejected, 2 usage error
     evotrainer promote demo/lr-up --json
 
@@ -67,3 +68,22 @@ def _print_decision(payload: dict[str, Any], where: str | None, skill: str | Non
         print_line(f"  skill {skill}: one {'success' if payload['decision'] == 'promoted' else 'failure'} more")
     if where:
         print_line(f"recorded PromotionDecided at {where}" + (" with SkillRecorded" if skill else ""))
+
+
+def run_command(
+    config: str = typer.Argument(..., help="The experiment, a TOML file (see examples/digits.toml)."),
+    iterations: int | None = typer.Option(None, min=1, help="Candidate versions to try, at most (default: file's)."),
+) -> None:
+    """Run the evolve loop on an experiment, or resume it from its log: train, diagnose,
+    propose, backtest, fork, evaluate and promote until the budget or the ideas run out."""
+    from evotrainer.evolve.controller import run_experiment
+    from evotrainer.evolve.experiment_config import ExperimentConfig
+
+    loaded = ExperimentConfig.load(config)
+    if iterations is not None:
+        loaded = loaded.model_copy(update={"iterations": iterations})
+    with EventStore.connect() as store:
+        summary = run_experiment(store, loaded, say=print_line)
+    score = "not evaluated" if summary.best_score is None else f"Avg@k {summary.best_score:.3f}"
+    print_line(f"best so far: {summary.best} ({score}); {summary.candidates} candidate versions, "
+               f"{summary.promoted} promoted")

@@ -80,11 +80,15 @@ def check_backtest(history: list[StoredEvent], source: BranchRef, proposal: Inte
             f"intervention {ident} has no backtest on {source.branch_ref}: run `evotrainer backtest "
             f"{source.branch_ref} {ident}` first (a change that stored evidence can judge is judged before training)"
         )
-    latest = backtests[-1]
-    criterion = latest.payload.get("criterion") or proposal.success_criterion
-    verdict = check_criterion(criterion, latest.payload.get("figures", {}))
-    if verdict.failed:
+    failed = backtest_failures(backtests[-1], proposal.success_criterion)
+    if failed:
         raise UsageError(
-            f"intervention {ident} failed its backtest at {source.branch_ref}@{latest.seq} "
-            f"({'; '.join(verdict.failed)}): it is dropped, not trained"
+            f"intervention {ident} failed its backtest at {source.branch_ref}@{backtests[-1].seq} "
+            f"({'; '.join(failed)}): it is dropped, not trained"
         )
+
+
+def backtest_failures(backtest: StoredEvent, criterion: str) -> list[str]:
+    """The clauses of the criterion a BacktestCompleted's figures refute (empty: none)."""
+    text = backtest.payload.get("criterion") or criterion
+    return list(check_criterion(text, backtest.payload.get("figures", {})).failed)

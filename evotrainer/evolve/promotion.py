@@ -199,6 +199,28 @@ def _blocking(diagnosis: StoredEvent, incumbent: HarnessSpec) -> list[str]:
     return blocking_reasons(graded, names, incumbent.promotion) + unmeasured
 
 
+def reject_unrunnable(store: EventStore, candidate: BranchRef, why: str) -> StoredEvent:
+    """Record that a candidate could not be judged because its work failed (a training run
+    its intervention broke): rejected, with the failure as the reason and as a failure of
+    its skill. Once per candidate."""
+    candidate = candidate.branch_ref
+    history = store.read_branch(candidate)
+    incumbent = incumbent_of(store, candidate.experiment)
+    proposed = _intervention_of(history, candidate)
+    decided = PromotionDecided(
+        candidate=str(candidate), decision="rejected", blocking_findings=[],
+        intervention_id=proposed.payload["intervention_id"] if proposed is not None else None,
+        evidence={"incumbent": str(incumbent), "failure": why}, reason=f"rejected: {why}",
+    )  # fmt: skip
+    key = f"promotion:{candidate}:unrunnable"
+    events = [NewEvent.of(decided, idempotency_key=key)]
+    if proposed is not None:
+        domain = store.read_branch(BranchRef(candidate.experiment, DECISIONS_BRANCH))[0].payload.get("domain", "")
+        skill = skill_event(proposed, trigger_of(history, proposed), str(domain), False, 0.0)
+        events.append(NewEvent.of(skill, idempotency_key=f"skill:{key}"))
+    return store.append(BranchRef(candidate.experiment, DECISIONS_BRANCH), events)[0]
+
+
 def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
     """The best so far: the latest promoted candidate recorded on main, else main."""
     return _incumbent(store, experiment)[0]

@@ -179,7 +179,7 @@ def _trainer_class() -> type:
     return EvidenceGRPOTrainer
 
 
-def _metrics_callback(sink: list[dict[str, float]]) -> Any:
+def _metrics_callback(sink: list[dict[str, float | None]]) -> Any:
     from transformers import TrainerCallback
 
     class StepMetrics(TrainerCallback):  # type: ignore[misc]
@@ -187,7 +187,10 @@ def _metrics_callback(sink: list[dict[str, float]]) -> Any:
             # The final summary log (train_runtime, ...) is wall-clock: not a per-step metric.
             # Timings differ between equal runs; they stay out so the payload replays exactly.
             if logs and "reward" in logs:
-                kept = {k: float(v) for k, v in sorted(logs.items()) if "time" not in k and "per_second" not in k}
+                # A metric TRL could not compute is None (with every group dropped as dead,
+                # a step has no loss): recorded as null, not a crash of the whole run.
+                kept = {k: None if v is None else float(v) for k, v in sorted(logs.items())
+                        if "time" not in k and "per_second" not in k}  # fmt: skip
                 sink.append({"step": state.global_step, **kept})
 
     return StepMetrics()
@@ -254,7 +257,7 @@ def train_grpo(
     )
     scorer = DomainScorer(domain, {t.task_id: t for t in tasks})
     components = [c for c in domain.reward_components if s.weight(c) != 0]
-    metrics: list[dict[str, float]] = []
+    metrics: list[dict[str, float | None]] = []
     callbacks = [_metrics_callback(metrics)]
     if not interactive():
         callbacks.append(step_logger(s.max_steps))

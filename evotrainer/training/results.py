@@ -31,7 +31,7 @@ class TrainingResult:
     """The trained checkpoint; its parent is `base_policy`."""
     evidence_sha256: str
     evidence_summary: Mapping[str, float]
-    step_metrics: Sequence[Mapping[str, float]]
+    step_metrics: Sequence[Mapping[str, float | None]]
     environment: Mapping[str, Any]
     train_tasks_used: int
     """Training tasks left after the data filters."""

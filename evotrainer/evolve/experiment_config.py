@@ -1,0 +1,72 @@
+"""What `evotrainer run` reads: an experiment as a TOML file.
+
+    name = "digits"
+    domain = "math:digit_add"      # a domain and variant (`evotrainer domains list`)
+    policy = "tiny"                # the base policy: tiny, smollm2, hf:DIR or a sha256
+    iterations = 3                 # candidate versions to train, at most, counted from the log
+
+    [harness.grpo]                 # the starting harness: fields of the default spec to change
+    max_steps = 20
+
+    [harness.evaluation]
+    k = 4
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from evotrainer.errors import UsageError
+from evotrainer.harness.spec import HarnessSpec
+from evotrainer.refs import check_name
+
+
+class ExperimentConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    domain: str = "math:digit_add"
+    policy: str = "tiny"
+    iterations: int = Field(default=3, ge=1, description="candidate versions to train, at most")
+    harness: dict[str, Any] = Field(default_factory=dict, description="fields of the default harness spec to change")
+    task_timeout_s: float = Field(default=3600.0, gt=0, description="with a broker: how long to wait for a task")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        return check_name("experiment", name)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ExperimentConfig:
+        """Read and validate a TOML file; UsageError names what is wrong."""
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{path} is not valid TOML: {exc}") from None
+        try:
+            config = cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
+            raise UsageError(f"invalid experiment {path}: {problems}") from None
+        config.starting_harness()  # refuse a bad harness before anything is written
+        return config
+
+    def starting_harness(self) -> HarnessSpec:
+        """The default spec with this experiment's changes (validated)."""
+        return HarnessSpec.parse(_merged(HarnessSpec().to_json(), self.harness))
+
+
+def _merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -1,0 +1,146 @@
+"""The built-in proposer: diagnosed conditions -> single-field changes of the harness,
+ordered by what the skill library says about each.
+
+    proposals = builtin_proposals(spec, ["insufficient_signal"], domain, library)
+    proposals[0].field, proposals[0].value, proposals[0].hypothesis
+
+Each condition of the rule engine (METHOD.md) maps to the concrete changes its suggestion
+names, on the fields this harness has: a more continuous reward (a weight for a reward
+component the domain reports and the harness ignores), bigger groups or dropping dead
+ones for insufficient signal; temperature or a KL term for exploration collapse; removing
+shaped terms or a KL term for reward hacking; a shorter length budget or masking
+truncated completions for echo traps and length gaming. After those (or with no condition
+diagnosed) come the step size and the training budget. Changes that would not validate, or
+change nothing, are left out.
+
+Order: proposals whose skill has a better record in this domain (or in the shared
+library) come first; after `ESCALATE_AFTER` rejections in a row, subtractions (a weight set
+to 0, a filter or KL term turned off) come before additions, as the method's escalation
+rule says; otherwise the order above.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evotrainer.errors import UsageError
+from evotrainer.evolve.skills import NO_CONDITION, SkillLibrary, direction
+from evotrainer.harness.spec import HarnessSpec
+
+ESCALATE_AFTER = 2
+"""Rejected versions in a row after which subtractions are tried first."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    field: str
+    value: Any
+    hypothesis: str
+    trigger: str
+    """The condition it answers (skills.NO_CONDITION when none was diagnosed)."""
+
+    @property
+    def subtraction(self) -> bool:
+        return self.value is False or self.value == 0
+
+
+def builtin_proposals(
+    spec: HarnessSpec,
+    conditions: Sequence[str],
+    domain: str,
+    reward_components: Sequence[str],
+    library: SkillLibrary | None = None,
+    rejected_in_a_row: int = 0,
+) -> list[Proposal]:
+    """Every single-field change the diagnosed conditions suggest, best first."""
+    raw: list[Proposal] = []
+    for condition in conditions:
+        raw.extend(_for_condition(spec, condition, reward_components))
+    # Then the step size and the training budget: what is left when the changes a condition
+    # suggests are spent (the method's "switch the layer the hypotheses target").
+    trigger = conditions[0] if conditions else NO_CONDITION
+    raw.extend(dataclasses.replace(p, trigger=trigger) for p in _for_condition(spec, NO_CONDITION, reward_components))
+    valid, seen = [], set()
+    for proposal in raw:
+        key = (proposal.field, repr(proposal.value))
+        if key in seen or not _changes(spec, proposal):
+            continue
+        seen.add(key)
+        valid.append(proposal)
+    escalate = rejected_in_a_row >= ESCALATE_AFTER
+
+    def order(indexed: tuple[int, Proposal]) -> tuple[float, bool, int]:
+        i, p = indexed
+        way = direction(current_value(spec, p.field), p.value)
+        rank = library.rank(domain, p.trigger, p.field, way) if library else 0.0
+        return (-rank, escalate and not p.subtraction, i)
+
+    return [p for _, p in sorted(enumerate(valid), key=order)]
+
+
+def current_value(spec: HarnessSpec, path: str) -> Any:
+    """A field's value, None for a key a change would add under a mapping."""
+    try:
+        return spec.get_field(path)
+    except UsageError:
+        return None  # a new key under a mapping (a new reward weight)
+
+
+def _changes(spec: HarnessSpec, proposal: Proposal) -> bool:
+    try:
+        return spec.with_field(proposal.field, proposal.value) != spec
+    except UsageError:
+        return False
+
+
+def _for_condition(spec: HarnessSpec, condition: str, components: Sequence[str]) -> list[Proposal]:
+    grpo, weights = spec.grpo, spec.rewards.weights
+    shaped = [c for c in components if c != spec.rewards.correctness_component]
+    unused = [c for c in shaped if not weights.get(c)]
+    used = [c for c, w in weights.items() if w and c != spec.rewards.correctness_component]
+    out: list[Proposal] = []
+
+    def add(field: str, value: Any, hypothesis: str) -> None:
+        out.append(Proposal(field, value, hypothesis, condition))
+
+    if condition == "insufficient_signal":
+        for c in unused:
+            add(f"rewards.weights.{c}", 0.2, f"if {c} earns 0.2 next to correctness, dead groups get a gradient, "
+                f"because {c} varies inside groups where correctness does not")  # fmt: skip
+        add("grpo.num_generations", min(2 * grpo.num_generations, 32), "if each group holds twice as many "
+            "completions, fewer groups are all equal, because a rare success is likelier to appear in a bigger group")
+        add("filters.drop_zero_variance_groups", True, "if dead groups are dropped, every step learns from groups "
+            "with signal, because a group with equal rewards only dilutes the batch")
+    elif condition == "exploration_collapse":
+        add("grpo.temperature", round(min(grpo.temperature + 0.2, 2.0), 3), "if sampling is hotter, completions "
+            "within a group differ again, because the policy's distribution has narrowed")
+        if grpo.beta == 0:
+            add("grpo.beta", 0.04, "if a KL term holds the policy near its reference, diversity stops falling, "
+                "because collapse is the policy drifting onto a few completions")
+    elif condition == "reward_hacking":
+        for c in used:
+            add(f"rewards.weights.{c}", 0.0, f"if {c} no longer counts, correctness rises again, because the "
+                f"policy learned to earn {c} instead of solving")
+        if grpo.beta == 0:
+            add("grpo.beta", 0.04, "if a KL term holds the policy near its reference, the shaped reward cannot be "
+                "gamed as far, because gaming it needs a large drift")
+    elif condition in ("echo_trap", "length_gaming"):
+        add("grpo.max_completion_length", max(4, int(grpo.max_completion_length * 0.75)), "if the length budget "
+            "shrinks by a quarter, long failing completions stop paying, because they are cut before they end")
+        add("filters.mask_truncated_completions", True, "if truncated completions leave the loss, length stops "
+            "being rewarded, because a completion that runs out of budget no longer counts")
+    elif condition == "laziness":
+        for c in unused:
+            add(f"rewards.weights.{c}", 0.2, f"if {c} earns 0.2, the behaviour it measures comes back, because "
+                "it is rewarded on its own")
+    elif condition == NO_CONDITION:
+        add("grpo.learning_rate", grpo.learning_rate * 2, "if the step size doubles, Avg@k rises, because a short "
+            "run barely moves the policy")
+        add("grpo.max_steps", grpo.max_steps * 2, "if the run is twice as long, Avg@k rises, because training "
+            "stopped while the reward was still climbing")
+        add("grpo.learning_rate", grpo.learning_rate / 2, "if the step size halves, Avg@k rises, because large "
+            "steps overshoot on a small policy")
+    return out

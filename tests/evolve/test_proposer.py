@@ -1,0 +1,50 @@
+"""The built-in proposer: conditions become valid single-field changes, ordered by skills
+and by the escalation rule."""
+
+from __future__ import annotations
+
+from evotrainer.evolve.proposer import builtin_proposals
+from evotrainer.evolve.skills import Skill, SkillLibrary
+from evotrainer.harness import HarnessSpec
+
+MATH = ("correctness", "format")
+
+
+def fields(proposals: list) -> list[tuple[str, object]]:  # type: ignore[type-arg]
+    return [(p.field, p.value) for p in proposals]
+
+
+def test_insufficient_signal_asks_for_a_more_continuous_reward_first() -> None:
+    proposals = builtin_proposals(HarnessSpec(), ["insufficient_signal"], "math:digit_add", MATH)
+    assert fields(proposals)[:3] == [("rewards.weights.format", 0.2), ("grpo.num_generations", 16),
+                                     ("filters.drop_zero_variance_groups", True)]  # fmt: skip
+    # then the step size and budget, answering the same condition
+    assert ("grpo.learning_rate", 2e-3) in fields(proposals) and {p.trigger for p in proposals} == {
+        "insufficient_signal"}
+    assert all(HarnessSpec().with_field(p.field, p.value) != HarnessSpec() for p in proposals)
+
+
+def test_changes_that_would_change_nothing_or_not_validate_are_left_out() -> None:
+    spec = HarnessSpec().with_field("rewards.weights.format", 0.2).with_field("filters.drop_zero_variance_groups", True)
+    proposals = fields(builtin_proposals(spec, ["insufficient_signal"], "math", MATH))
+    assert ("rewards.weights.format", 0.2) not in proposals
+    assert ("filters.drop_zero_variance_groups", True) not in proposals
+    hacked = HarnessSpec().with_field("rewards.weights.format", 0.5)
+    assert fields(builtin_proposals(hacked, ["reward_hacking"], "math", MATH))[:2] == [
+        ("rewards.weights.format", 0.0), ("grpo.beta", 0.04)]
+
+
+def test_a_skill_with_a_good_record_goes_first_and_escalation_puts_subtractions_first() -> None:
+    spec = HarnessSpec().with_field("rewards.weights.format", 0.5)
+    library = SkillLibrary({"reward_hacking/grpo.beta/raise": Skill(
+        "reward_hacking/grpo.beta/raise", "reward_hacking", "grpo.beta", "raise", "training_stability",
+        successes=2, tried_in={"math"}, validated_in={"math"})})  # fmt: skip
+    ranked = builtin_proposals(spec, ["reward_hacking"], "math:arithmetic", MATH, library)
+    assert ranked[0].field == "grpo.beta"
+    # Elsewhere and not general, the skill says nothing.
+    assert builtin_proposals(spec, ["reward_hacking"], "code", MATH, library)[0].field == "rewards.weights.format"
+    assert builtin_proposals(spec, ["insufficient_signal", "reward_hacking"], "math", MATH)[0].field == (
+        "grpo.num_generations")
+    hacked_escalated = builtin_proposals(spec, ["insufficient_signal", "reward_hacking"], "math", MATH,
+                                         rejected_in_a_row=2)  # fmt: skip
+    assert (hacked_escalated[0].field, hacked_escalated[0].value) == ("rewards.weights.format", 0.0)
