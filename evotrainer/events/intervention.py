@@ -56,7 +56,8 @@ class PromotionDecided(Event):
 
 @register
 class SkillRecorded(Event):
-    """A reusable lesson: trigger, intervention, expected outcome, validation, domains."""
+    """A reusable lesson: trigger, intervention, expected outcome, validation, domains. Each
+    event is one outcome of the skill (successes or failures 1); the library sums them."""
 
     skill_id: str = Field(min_length=1)
     trigger: str

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from evotrainer.backtest.replay import NotBacktestableError, backtest_kind
 from evotrainer.domains import get_domain
@@ -28,16 +29,27 @@ from evotrainer.errors import AlreadyExistsError, UsageError
 from evotrainer.events import InterventionProposed
 from evotrainer.evolve.execute import backtest_failures, check_backtest, fork_for_intervention
 from evotrainer.evolve.experiment_config import ExperimentConfig
-from evotrainer.evolve.promotion import DECISIONS_BRANCH, incumbent_of, record_promotion, reject_unrunnable
+from evotrainer.evolve.promotion import (
+    DECISIONS_BRANCH,
+    evaluation_protocol,
+    incumbent_of,
+    intervention_of,
+    record_promotion,
+    reject_unrunnable,
+)
 from evotrainer.evolve.proposer import Proposal, builtin_proposals, current_value
 from evotrainer.evolve.skills import direction, skill_library
 from evotrainer.evolve.tasks import TaskFailedError, run_task
 from evotrainer.harness.intervention import design_intervention
+from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import harness_of, versioned_event
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 Say = Callable[[str], None]
+EVALUATION_COMPLETION_TOKENS = 16
+"""Completion budget of evaluations: fixed, so a change to training's length budget does not
+change the protocol scores are compared under."""
 _BACKTEST_HEADLINES = ("dead_groups_rescued", "ordering_violations_introduced", "correct_cut_fraction",
                        "effective_data_fraction")  # fmt: skip
 
@@ -100,12 +112,8 @@ class _Run:
 
     def candidates(self) -> list[BranchRef]:
         """Branches that run an intervention (fork_for_intervention's), oldest first."""
-        out = []
-        for info in self.store.branches(self.config.name):
-            own = [e for e in self.store.read_branch(info.ref) if e.branch == info.name]
-            if any(e.type == "HarnessVersioned" and e.causation_id for e in own):
-                out.append(info.ref)
-        return out
+        return [info.ref for info in self.store.branches(self.config.name) if info.name != DECISIONS_BRANCH
+                and intervention_of(self.store.read_branch(info.ref), info.ref) is not None]  # fmt: skip
 
     def unjudged(self) -> list[BranchRef]:
         judged = {e.payload["candidate"] for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
@@ -132,11 +140,10 @@ class _Run:
             history = self.store.read_branch(branch)
             own = [e for e in history if e.branch == branch.branch]
         newest = _newest_policy(history)
-        if not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == newest for e in history):
-            ev = harness.spec.evaluation
-            produced = self._task(branch, "evaluate", {
-                "domain": self.config.domain, "policy": newest, "k": ev.k, "eval_tasks": ev.eval_tasks,
-                "temperature": ev.temperature, "seed": ev.seed})  # fmt: skip
+        protocol = self._protocol(harness.spec)
+        if not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == newest
+                   and evaluation_protocol(e) == protocol for e in history):  # fmt: skip
+            produced = self._task(branch, "evaluate", {**protocol, "policy": newest})
             score = next(e.payload for e in produced if e.type == "EvaluationRecorded")
             self.say(f"{branch}: {score['metric']} = {score['avg_at_k']:.3f} on {score['problems']} problems")
         evidence = next(e.payload["evidence_sha256"] for e in reversed(own) if e.type == "RolloutsRecorded")
@@ -179,8 +186,9 @@ class _Run:
     def judge(self, candidate: BranchRef) -> None:
         try:
             self.complete(candidate)
-        except TaskFailedError as exc:
-            # The change broke its own run: negative evidence, and the loop goes on.
+        except (TaskFailedError, UsageError) as exc:
+            # The change broke its own run (or cannot make one): negative evidence, and the
+            # loop goes on.
             stored = reject_unrunnable(self.store, candidate, str(exc))
         else:
             stored = record_promotion(self.store, candidate)[1]
@@ -197,6 +205,13 @@ class _Run:
         return RunSummary(best, scores[-1] if scores else None, len(self.candidates()), promoted)
 
     # -- helpers -------------------------------------------------------------------
+
+    def _protocol(self, spec: HarnessSpec) -> dict[str, Any]:
+        """The evaluation protocol of a harness, in the fields the gate compares: an
+        evaluation someone ran by hand with other settings is not this one."""
+        ev = spec.evaluation
+        return {"domain": self.config.domain, "k": ev.k, "eval_tasks": ev.eval_tasks, "temperature": ev.temperature,
+                "max_completion_length": EVALUATION_COMPLETION_TOKENS, "seed": ev.seed, "data_seed": 0}  # fmt: skip
 
     def _task(self, branch: BranchRef, kind: str, inputs: dict[str, object]) -> list[StoredEvent]:
         return run_task(self.store, branch, kind, inputs, self.config.task_timeout_s)

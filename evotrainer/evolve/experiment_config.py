@@ -31,7 +31,7 @@ class ExperimentConfig(BaseModel):
     name: str
     domain: str = "math:digit_add"
     policy: str = "tiny"
-    iterations: int = Field(default=3, ge=1, description="candidate versions to train, at most")
+    iterations: int = Field(default=3, ge=1, strict=True, description="candidate versions to train, at most")
     harness: dict[str, Any] = Field(default_factory=dict, description="fields of the default harness spec to change")
     task_timeout_s: float = Field(default=3600.0, gt=0, description="with a broker: how long to wait for a task")
 
@@ -54,7 +54,7 @@ class ExperimentConfig(BaseModel):
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
             raise UsageError(f"invalid experiment {path}: {problems}") from None
-        config.starting_harness()  # refuse a bad harness before anything is written
+        config.starting_harness().to_grpo_settings()  # refuse a harness that cannot train before anything is written
         return config
 
     def starting_harness(self) -> HarnessSpec:

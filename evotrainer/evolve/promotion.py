@@ -78,7 +78,9 @@ class PromotionDecision:
     def events(self) -> list[NewEvent]:
         events = [NewEvent.of(self.decided, idempotency_key=self.idempotency_key)]
         if self.skill is not None:
-            events.append(NewEvent.of(self.skill, idempotency_key=f"skill:{self.idempotency_key}"))
+            # One run is one outcome: judged again (another incumbent or gate), the branch gets
+            # a new decision but its skill keeps the first verdict.
+            events.append(NewEvent.of(self.skill, idempotency_key=f"skill:{self.decided.candidate}"))
         return events
 
 
@@ -111,7 +113,7 @@ def decide_promotion(
     history = store.read_branch(candidate)
     diagnosis = _diagnosis_of_own_run(history, candidate)
     evaluation = _evaluation_of_newest_policy(history, candidate, "")
-    protocol = _protocol(evaluation)
+    protocol = evaluation_protocol(evaluation)
     incumbent_history = store.read_branch(incumbent)
     # The best so far is the policy that won, not whatever its branch trained since.
     won_at = promoting.global_position if promoting is not None else None
@@ -133,7 +135,7 @@ def decide_promotion(
     else:
         reason = f"promoted: {comparison}, no blocking diagnostic"
 
-    proposed = _intervention_of(history, candidate)
+    proposed = intervention_of(history, candidate)
     proposal = proposed.payload if proposed is not None else None
     evidence: dict[str, Any] = {
         "incumbent": str(incumbent),
@@ -206,7 +208,7 @@ def reject_unrunnable(store: EventStore, candidate: BranchRef, why: str) -> Stor
     candidate = candidate.branch_ref
     history = store.read_branch(candidate)
     incumbent = incumbent_of(store, candidate.experiment)
-    proposed = _intervention_of(history, candidate)
+    proposed = intervention_of(history, candidate)
     decided = PromotionDecided(
         candidate=str(candidate), decision="rejected", blocking_findings=[],
         intervention_id=proposed.payload["intervention_id"] if proposed is not None else None,
@@ -216,8 +218,8 @@ def reject_unrunnable(store: EventStore, candidate: BranchRef, why: str) -> Stor
     events = [NewEvent.of(decided, idempotency_key=key)]
     if proposed is not None:
         domain = store.read_branch(BranchRef(candidate.experiment, DECISIONS_BRANCH))[0].payload.get("domain", "")
-        skill = skill_event(proposed, trigger_of(history, proposed), str(domain), False, 0.0)
-        events.append(NewEvent.of(skill, idempotency_key=f"skill:{key}"))
+        skill = skill_event(proposed, trigger_of(history, proposed), str(domain), False, None, "its run failed")
+        events.append(NewEvent.of(skill, idempotency_key=f"skill:{candidate}"))
     return store.append(BranchRef(candidate.experiment, DECISIONS_BRANCH), events)[0]
 
 
@@ -267,14 +269,15 @@ def _evaluation_of_newest_policy(
         raise UsageError(f"{ref}{role} has no policy checkpoint to evaluate")
     for event in reversed(history):
         if (event.type == "EvaluationRecorded" and event.payload["policy_sha256"] == policy
-                and (protocol is None or _protocol(event) == protocol)):  # fmt: skip
+                and (protocol is None or evaluation_protocol(event) == protocol)):  # fmt: skip
             return event
     wanted = f" under the candidate's protocol ({describe_protocol(protocol)})" if protocol else ""
     raise UsageError(f"{ref}{role} has no evaluation of its newest policy {policy[:12]}{wanted}: "
                      f"run `evotrainer evaluate {ref}` with those settings first")  # fmt: skip
 
 
-def _protocol(evaluation: StoredEvent) -> dict[str, Any]:
+def evaluation_protocol(evaluation: StoredEvent) -> dict[str, Any]:
+    """What an evaluation was measured under: scores are compared only within one."""
     request = evaluation.payload["request"]
     return {name: request.get(name) for name in PROTOCOL_FIELDS}
 
@@ -291,7 +294,7 @@ def _evaluation_summary(evaluation: StoredEvent) -> dict[str, Any]:
             "avg_at_k": p["avg_at_k"]}  # fmt: skip
 
 
-def _intervention_of(history: list[StoredEvent], candidate: BranchRef) -> StoredEvent | None:
+def intervention_of(history: list[StoredEvent], candidate: BranchRef) -> StoredEvent | None:
     """The InterventionProposed behind the candidate's harness: what `fork_for_intervention`
     recorded as the cause of the branch's own HarnessVersioned."""
     by_id = {e.event_id: e for e in history}

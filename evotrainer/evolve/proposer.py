@@ -13,10 +13,10 @@ truncated completions for echo traps and length gaming. After those (or with no 
 diagnosed) come the step size and the training budget. Changes that would not validate, or
 change nothing, are left out.
 
-Order: proposals whose skill has a better record in this domain (or in the shared
-library) come first; after `ESCALATE_AFTER` rejections in a row, subtractions (a weight set
-to 0, a filter or KL term turned off) come before additions, as the method's escalation
-rule says; otherwise the order above.
+Last come subtractions: each component an earlier version added (a shaped reward weight, a
+KL term, a filter) taken out again. Order: proposals whose skill has a better record come
+first; after `ESCALATE_AFTER` rejections in a row, subtractions come before additions, as
+the method's escalation rule says; otherwise the order above.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evotrainer.errors import UsageError
-from evotrainer.evolve.skills import NO_CONDITION, SkillLibrary, direction
+from evotrainer.evolve.skills import NO_CONDITION, SkillLibrary, direction, trigger_for
 from evotrainer.harness.spec import HarnessSpec
 
 ESCALATE_AFTER = 2
@@ -59,17 +59,19 @@ def builtin_proposals(
     raw: list[Proposal] = []
     for condition in conditions:
         raw.extend(_for_condition(spec, condition, reward_components))
-    # Then the step size and the training budget: what is left when the changes a condition
-    # suggests are spent (the method's "switch the layer the hypotheses target").
-    trigger = conditions[0] if conditions else NO_CONDITION
-    raw.extend(dataclasses.replace(p, trigger=trigger) for p in _for_condition(spec, NO_CONDITION, reward_components))
+    # Then the step size and the training budget, and taking back what earlier versions
+    # added: what is left when the changes a condition suggests are spent (the method's
+    # "switch the layer the hypotheses target" and "a subtraction, not an addition").
+    raw.extend(_for_condition(spec, NO_CONDITION, reward_components))
+    raw.extend(_subtractions(spec))
     valid, seen = [], set()
     for proposal in raw:
         key = (proposal.field, repr(proposal.value))
         if key in seen or not _changes(spec, proposal):
             continue
         seen.add(key)
-        valid.append(proposal)
+        # Filed under the condition its field answers, as its skill will be (skills.trigger_for).
+        valid.append(dataclasses.replace(proposal, trigger=trigger_for(conditions, proposal.field)))
     escalate = rejected_in_a_row >= ESCALATE_AFTER
 
     def order(indexed: tuple[int, Proposal]) -> tuple[float, bool, int]:
@@ -90,10 +92,33 @@ def current_value(spec: HarnessSpec, path: str) -> Any:
 
 
 def _changes(spec: HarnessSpec, proposal: Proposal) -> bool:
+    """Whether the change is a valid harness that trains (its GRPO settings build) and
+    differs from `spec`."""
     try:
-        return spec.with_field(proposal.field, proposal.value) != spec
+        changed = spec.with_field(proposal.field, proposal.value)
+        changed.to_grpo_settings()
     except UsageError:
         return False
+    return changed != spec
+
+
+def _subtractions(spec: HarnessSpec) -> list[Proposal]:
+    """Each component an earlier version added, removed again."""
+    grpo, filters = spec.grpo, spec.filters
+    out = [Proposal(f"rewards.weights.{c}", 0.0, f"if {c} no longer counts, Avg@k rises, because the policy "
+                    f"chases {c} at the expense of correctness", NO_CONDITION)
+           for c, w in spec.rewards.weights.items() if w and c != spec.rewards.correctness_component]  # fmt: skip
+    if grpo.beta > 0:
+        out.append(Proposal("grpo.beta", 0.0, "if the KL term goes, Avg@k rises, because it holds the policy too "
+                            "close to where it started", NO_CONDITION))  # fmt: skip
+    if filters.drop_zero_variance_groups:
+        out.append(Proposal("filters.drop_zero_variance_groups", False, "if dead groups stay in the batch, "
+                            "training is steadier, because dropping them left steps with almost no data",
+                            NO_CONDITION))  # fmt: skip
+    if filters.mask_truncated_completions:
+        out.append(Proposal("filters.mask_truncated_completions", False, "if truncated completions count again, "
+                            "long correct reasoning is not thrown away", NO_CONDITION))  # fmt: skip
+    return out
 
 
 def _for_condition(spec: HarnessSpec, condition: str, components: Sequence[str]) -> list[Proposal]:
@@ -128,8 +153,10 @@ def _for_condition(spec: HarnessSpec, condition: str, components: Sequence[str])
             add("grpo.beta", 0.04, "if a KL term holds the policy near its reference, the shaped reward cannot be "
                 "gamed as far, because gaming it needs a large drift")
     elif condition in ("echo_trap", "length_gaming"):
-        add("grpo.max_completion_length", max(4, int(grpo.max_completion_length * 0.75)), "if the length budget "
-            "shrinks by a quarter, long failing completions stop paying, because they are cut before they end")
+        shorter = max(4, int(grpo.max_completion_length * 0.75))
+        if shorter < grpo.max_completion_length:
+            add("grpo.max_completion_length", shorter, "if the length budget shrinks by a quarter, long failing "
+                "completions stop paying, because they are cut before they end")
         add("filters.mask_truncated_completions", True, "if truncated completions leave the loss, length stops "
             "being rewarded, because a completion that runs out of budget no longer counts")
     elif condition == "laziness":

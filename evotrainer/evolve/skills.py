@@ -7,9 +7,10 @@
 A skill is (trigger, field, direction): the condition diagnosed on the run an
 intervention answered, the harness field it changed and which way (`raise`, `lower`,
 `add`, `enable`, `disable`, `set`), e.g. `insufficient_signal/rewards.weights.format/add`.
-Every verdict of the promotion gate on an intervention branch appends one SkillRecorded
+The first verdict of the promotion gate on an intervention branch appends one SkillRecorded
 next to its PromotionDecided (in the same append): successes 1 when it was promoted,
-failures 1 when not, and the margin as its effect size. Events never change, so the
+failures 1 when not, and the margin as its effect size. One run is one outcome: the same
+branch judged again (another incumbent, another gate) adds a decision, not an outcome. Events never change, so the
 counts are per outcome and `skill_library` adds them up across experiments; a skill is
 validated in a domain where it succeeded at least once, and general (the shared library,
 METHOD.md "Skills") once validated in two or more domains.
@@ -46,26 +47,52 @@ def skill_id(trigger: str, field_path: str, way: str) -> str:
     return f"{trigger}/{field_path}/{way}"
 
 
+# The harness fields whose changes answer each condition of the rule engine (what its
+# suggestion names; a trailing dot is a prefix). The built-in proposer labels its changes
+# with trigger_for too, so a skill is recorded under the trigger it was proposed for.
+ANSWERED_BY: dict[str, tuple[str, ...]] = {
+    "insufficient_signal": ("rewards.weights.", "grpo.num_generations", "filters.drop_zero_variance_groups"),
+    "exploration_collapse": ("grpo.temperature", "grpo.beta"),
+    "reward_hacking": ("rewards.weights.", "grpo.beta"),
+    "echo_trap": ("grpo.max_completion_length", "filters.mask_truncated_completions"),
+    "length_gaming": ("grpo.max_completion_length", "filters.mask_truncated_completions"),
+    "laziness": ("rewards.weights.",),
+}
+
+
+def trigger_for(conditions: Sequence[str], field_path: str) -> str:
+    """The first diagnosed condition a change to `field_path` answers; a change that
+    answers none of them (the step size, say) is filed under the first; NO_CONDITION when
+    nothing was diagnosed."""
+    for condition in conditions:
+        for path in ANSWERED_BY.get(condition, ()):
+            if field_path == path or (path.endswith(".") and field_path.startswith(path)):
+                return condition
+    return conditions[0] if conditions else NO_CONDITION
+
+
 def trigger_of(history: Sequence[StoredEvent], proposal: StoredEvent) -> str:
-    """The condition an intervention answered: the first one named by the last diagnosis
-    recorded before it was proposed (on the branch it was proposed on, or an ancestor)."""
+    """The condition an intervention answered, from the last diagnosis recorded before it
+    was proposed (on the branch it was proposed on, or an ancestor)."""
     for event in reversed([e for e in history if e.global_position < proposal.global_position]):
         if event.type == "DiagnosisRecorded":
-            conditions = event.payload.get("conditions", [])
-            return str(conditions[0]) if conditions else NO_CONDITION
+            return trigger_for(event.payload.get("conditions", []), proposal.payload["field"])
     return NO_CONDITION
 
 
-def skill_event(proposal: StoredEvent, trigger: str, domain: str, promoted: bool, margin: float) -> SkillRecorded:
-    """The outcome of one intervention as a skill record."""
+def skill_event(proposal: StoredEvent, trigger: str, domain: str, promoted: bool, margin: float | None,
+                validation: str | None = None) -> SkillRecorded:  # fmt: skip
+    """The outcome of one intervention as a skill record (`margin` None: it was never
+    scored, e.g. its training run failed)."""
     p = proposal.payload
     way = direction(p.get("old_value"), p["new_value"])
     family = domain.split(":", 1)[0]
+    outcome = "promoted" if promoted else "rejected"
+    verdict = f"{outcome} by the gate, margin {margin:+.4f}" if margin is not None else outcome
     return SkillRecorded(
         skill_id=skill_id(trigger, p["field"], way), trigger=trigger,
         intervention=f"{p['field']}: {p.get('old_value')!r} -> {p['new_value']!r}",
-        expected_outcome=p["hypothesis"],
-        validation=f"{'promoted' if promoted else 'rejected'} by the gate, margin {margin:+.4f} ({domain})",
+        expected_outcome=p["hypothesis"], validation=f"{validation or verdict} ({domain})",
         domains=[family], category=_CATEGORIES.get(p["field"].split(".", 1)[0], "training_stability"),
         successes=int(promoted), failures=int(not promoted), effect_size=margin,
     )  # fmt: skip
@@ -107,8 +134,9 @@ class SkillLibrary:
     skills: dict[str, Skill]
 
     def rank(self, domain: str, trigger: str, field_path: str, way: str) -> float:
-        """How much the record favours this change here: (successes - failures) of the skill
-        in this domain, plus those of a general skill elsewhere; 0 when never tried."""
+        """How much the record favours this change here: successes minus failures of the
+        skill, over every domain, once it has been tried in this domain or is general (a
+        skill tried only elsewhere says nothing here); 0 when never tried."""
         skill = self.skills.get(skill_id(trigger, field_path, way))
         if skill is None:
             return 0.0

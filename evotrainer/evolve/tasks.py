@@ -36,13 +36,31 @@ def task_id(kind: str, branch: BranchRef, inputs: dict[str, Any]) -> str:
     return f"{kind}-{digest[:16]}"
 
 
+MAX_GENERATIONS = 3
+"""Times the same work is requested afresh after its attempts ran out (see _current_generation)."""
+
+
+def _current_generation(store: EventStore, branch: BranchRef, ident: str) -> str:
+    """The id to ask under: `ident`, unless that task failed because its attempts ran out
+    (its workers died or lost their leases, which says nothing about the work), in which
+    case the same work is requested again as `ident-r2`, `-r3`. A task that failed by
+    raising keeps its id: the same inputs would fail the same way."""
+    outcomes = {e.payload.get("task_id"): e for e in store.read_branch(branch) if e.type == "TaskFailed"}
+    for generation in range(1, MAX_GENERATIONS + 1):
+        candidate = ident if generation == 1 else f"{ident}-r{generation}"
+        failed = outcomes.get(candidate)
+        if failed is None or failed.payload.get("error_class") != "AttemptsExhausted":
+            return candidate
+    return candidate
+
+
 def run_task(
     store: EventStore, branch: BranchRef, kind: str, inputs: dict[str, Any], timeout_s: float = 3600.0
 ) -> list[StoredEvent]:
     """Request the task (once) and return the events it appended to the branch."""
     from evotrainer.fleet import request_task, run_in_process
 
-    ident = task_id(kind, branch, inputs)
+    ident = _current_generation(store, branch, task_id(kind, branch, inputs))
     requested = request_task(store, branch, kind, ident, inputs)
     deadline = time.monotonic() + timeout_s
     while True:

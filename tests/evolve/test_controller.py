@@ -9,12 +9,16 @@ from pathlib import Path
 import pytest
 
 from evotrainer.errors import UsageError
+from evotrainer.evolve import fork_for_intervention
 from evotrainer.evolve.controller import run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.tasks import _current_generation, task_id
+from evotrainer.fleet import request_task
 from evotrainer.harness import HarnessSpec
 from evotrainer.harness.versions import versioned_event
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, NewEvent
+from tests.evolve.builders import propose
 from tests.test_cli import run
 
 TINY = {"grpo": {"max_steps": 2, "num_generations": 4, "prompts_per_step": 2},
@@ -92,6 +96,9 @@ def test_a_changed_starting_harness_is_refused_by_name(store: EventStore) -> Non
     ("name = 'bad name'\n", "bad experiment name"),
     ("name = \n", "is not valid TOML"),
     ("name = 'x'\ndomain = 'chess'\n", "unknown domain"),
+    ("name = 'x'\niterations = true\n", "iterations: Input should be a valid integer"),
+    ("name = 'x'\n[harness.grpo]\nmax_completion_length = 1\n[harness.filters]\nmask_truncated_completions = true\n",
+     "mask_truncated_completions"),
 ])  # fmt: skip
 def test_a_bad_experiment_file_is_one_line_and_writes_nothing(
     cli_env: dict[str, str], tmp_path: Path, text: str, message: str
@@ -102,3 +109,38 @@ def test_a_bad_experiment_file_is_one_line_and_writes_nothing(
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert run(cli_env, "lineage").stdout.strip() in ("", "no experiments")
+
+
+def test_a_candidate_whose_run_fails_is_rejected_with_the_failure_and_the_loop_goes_on(store: EventStore) -> None:
+    cfg = config(1)
+    store.create_experiment("loop")
+    main = BranchRef("loop", "main")
+    store.append(main, [versioned_event(cfg.starting_harness())])
+    iid = propose(store, main, "grpo.learning_rate", 2e-3)
+    fork_for_intervention(store, main, "broken", iid)
+    broken = BranchRef("loop", "broken")
+    # Its run starts from a checkpoint no artifact store holds: the train task fails.
+    store.append(broken, [NewEvent("PolicyCheckpointed", {"policy_sha256": "0" * 64, "kind": "trained",
+                                                          "parameters": 1, "size_bytes": 1})])  # fmt: skip
+    lines: list[str] = []
+    summary = run_experiment(store, cfg, lines.append)
+    assert summary.candidates == 1 and summary.promoted == 0
+    decided, skill = [e for e in store.read_branch(main) if e.type in ("PromotionDecided", "SkillRecorded")]
+    assert decided.payload["decision"] == "rejected" and "train task" in decided.payload["reason"]
+    assert "failed" in decided.payload["evidence"]["failure"]
+    assert (skill.payload["failures"], skill.payload.get("effect_size")) == (1, None)
+    assert "its run failed" in skill.payload["validation"]
+
+
+def test_work_whose_attempts_ran_out_is_asked_for_again_under_a_new_id(store: EventStore) -> None:
+    store.create_experiment("loop")
+    main = BranchRef("loop", "main")
+    inputs = {"evidence": "e" * 64}
+    first = task_id("diagnose", main, inputs)
+    assert _current_generation(store, main, first) == first
+    for ident, error in ((first, "AttemptsExhausted"), (f"{first}-r2", "TypeError")):
+        request_task(store, main, "diagnose", ident, inputs)
+        store.append(main, [NewEvent("TaskFailed", {"task_id": ident, "worker": "w:1", "attempt": 3,
+                                                    "error_class": error, "message": "m"})])  # fmt: skip
+    # -r2 failed by raising: the same inputs would fail the same way, so it stays.
+    assert _current_generation(store, main, first) == f"{first}-r2"

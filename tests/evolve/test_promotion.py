@@ -163,8 +163,9 @@ def test_two_gates_deciding_at_once_cannot_both_promote_against_one_incumbent(st
 def test_each_verdict_on_an_intervention_adds_an_outcome_to_its_skill(store: EventStore) -> None:
     main = start(store)
     evaluate(store, main, BASE)
+    # Two conditions: the skill goes under the one a temperature change answers, not the first.
     store.append(main, [NewEvent("DiagnosisRecorded", {"evidence": "e" * 64, "findings": [],
-                                                       "conditions": ["exploration_collapse"]})])  # fmt: skip
+                                                       "conditions": ["insufficient_signal", "exploration_collapse"]})])  # fmt: skip
     hot = candidate(store, main, "hot", "grpo.temperature", 1.3)
     trained(store, hot, "hot")
     evaluate(store, hot, [1.0, 0.5, 0.25, 0.25])  # +0.125
@@ -247,6 +248,9 @@ def test_a_changed_gate_is_a_new_decision_on_the_same_evidence(store: EventStore
     second, stored_second = record_promotion(store, t)
     assert second.promoted and stored_second.payload["decision"] == "promoted"
     assert stored_second.event_id != stored_first.event_id
+    # One run, one outcome: the skill keeps the first verdict.
+    skills = [e for e in store.read_branch(main) if e.type == "SkillRecorded"]
+    assert len(skills) == 1 and skills[0].payload["failures"] == 1
 
 
 def test_a_hand_recorded_promotion_still_sets_the_best_so_far(store: EventStore) -> None:

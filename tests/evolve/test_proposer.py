@@ -48,3 +48,25 @@ def test_a_skill_with_a_good_record_goes_first_and_escalation_puts_subtractions_
     hacked_escalated = builtin_proposals(spec, ["insufficient_signal", "reward_hacking"], "math", MATH,
                                          rejected_in_a_row=2)  # fmt: skip
     assert (hacked_escalated[0].field, hacked_escalated[0].value) == ("rewards.weights.format", 0.0)
+
+
+def test_what_earlier_versions_added_is_offered_back_and_first_after_two_rejections() -> None:
+    spec = HarnessSpec().with_field("grpo.beta", 0.04).with_field("filters.drop_zero_variance_groups", True)
+    calm = fields(builtin_proposals(spec, ["insufficient_signal"], "math", MATH))
+    assert ("grpo.beta", 0.0) in calm and ("filters.drop_zero_variance_groups", False) in calm
+    assert not builtin_proposals(spec, ["insufficient_signal"], "math", MATH)[0].subtraction
+    escalated = builtin_proposals(spec, ["insufficient_signal"], "math", MATH, rejected_in_a_row=2)
+    assert [p.subtraction for p in escalated[:2]] == [True, True]
+
+
+def test_each_change_is_filed_under_the_condition_it_answers() -> None:
+    proposals = builtin_proposals(HarnessSpec(), ["insufficient_signal", "exploration_collapse"], "math", MATH)
+    triggers = {p.field: p.trigger for p in proposals}
+    assert triggers["grpo.temperature"] == "exploration_collapse"
+    assert triggers["grpo.num_generations"] == "insufficient_signal"
+    assert triggers["grpo.learning_rate"] == "insufficient_signal"  # answers neither: filed under the first
+
+
+def test_a_length_budget_already_at_its_floor_is_not_raised() -> None:
+    spec = HarnessSpec().with_field("grpo.max_completion_length", 3)
+    assert "grpo.max_completion_length" not in dict(fields(builtin_proposals(spec, ["echo_trap"], "math", MATH)))
