@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -67,10 +68,13 @@ UPDATE fleet_tasks SET published_at = now()
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 RETURNING event_id::text, queue, requested_at, {sql.ASYNC_COMMIT}
 """
-# Running tasks whose lease expired: their worker vanished.
+# Running tasks whose lease expired (their worker vanished), and those held by a worker
+# on this host (worker names are HOST:PID): whether that process still exists is known
+# here without waiting for its lease (leases.holder_is_gone). LIKE's wildcards in the
+# host name are escaped by the caller.
 REAP_EXPIRED = """
-SELECT event_id::text, attempts, max_attempts, worker FROM fleet_tasks
- WHERE finished_at IS NULL AND state = 'running' AND lease_expires_at < now()
+SELECT event_id::text, attempts, max_attempts, worker, lease_expires_at < now() FROM fleet_tasks
+ WHERE finished_at IS NULL AND state = 'running' AND (lease_expires_at < now() OR worker LIKE %s)
    FOR UPDATE SKIP LOCKED
 """
 # Only rows still waiting for a worker: one may have been claimed, or even finished,
@@ -215,13 +219,19 @@ class Dispatcher:
         record_failure(self.store, self.store.get_event(event_id), 0, "dispatcher", error)
 
     def reap(self) -> int:
-        """Requeue running tasks whose lease expired (their worker vanished); give up with
-        TaskFailed on those that have used every allowed attempt."""
+        """Requeue running tasks whose worker vanished (its lease expired, or it was a
+        process on this host that no longer exists); give up with TaskFailed on those that
+        have used every allowed attempt."""
         conn = self.store.conn
+        here = socket.gethostname().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ":%"
         with conn.transaction():
-            rows = conn.execute(REAP_EXPIRED).fetchall()
-            for event_id, attempts, max_attempts, worker in rows:
-                why = f"attempt {attempts} lost: the lease of {worker} expired without a heartbeat"
+            rows = [(event_id, attempts, max_attempts, worker, expired)
+                    for event_id, attempts, max_attempts, worker, expired in conn.execute(REAP_EXPIRED, (here,))
+                    # A task this very process runs counts as alive (holder_is_gone's rule).
+                    if expired or leases.holder_is_gone(worker, {event_id}, event_id)]  # fmt: skip
+            for event_id, attempts, max_attempts, worker, expired in rows:
+                why = (f"attempt {attempts} lost: the lease of {worker} expired without a heartbeat" if expired
+                       else f"attempt {attempts} lost: its worker {worker} is no longer running")  # fmt: skip
                 log.warning("%s: %s", event_id, why)
                 conn.execute(
                     "UPDATE fleet_attempts SET outcome = 'lost', ended_at = now(), error = %s"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -168,6 +171,24 @@ def test_an_expired_lease_is_reaped_and_the_task_runs_again(exp: EventStore) -> 
     assert (done.type, done.payload["attempt"]) == ("TaskCompleted", 2)
 
 
+def test_a_task_held_by_a_dead_process_on_this_host_is_reaped_before_its_lease_ends(exp: EventStore) -> None:
+    request = request_task(exp, MAIN, "noop", task_id="k1", max_attempts=2)
+    alive = request_task(exp, MAIN, "noop", task_id="k2", max_attempts=2)
+    dispatcher = record_all(exp)
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is gone (and not reused in the moment this takes)
+    for event, holder in ((request, f"{socket.gethostname()}:{dead.pid}"),
+                          (alive, f"{socket.gethostname()}:{os.getpid()}")):  # fmt: skip
+        exp.conn.execute(
+            "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = %s,"
+            " lease_expires_at = now() + interval '1 hour' WHERE event_id = %s", (holder, event.event_id))
+    assert dispatcher.reap() == 1  # not the one this live process holds
+    state = dict(exp.conn.execute("SELECT event_id::text, state FROM fleet_tasks").fetchall())
+    assert (state[request.event_id], state[alive.event_id]) == ("pending", "running")
+    (why,) = exp.conn.execute("SELECT last_error FROM fleet_tasks WHERE event_id = %s", (request.event_id,)).fetchone()
+    assert f"its worker {socket.gethostname()}:{dead.pid} is no longer running" in why
+
+
 def test_a_task_whose_every_attempt_was_lost_fails_after_max_attempts(exp: EventStore) -> None:
     request = request_task(exp, MAIN, "noop", task_id="p1", max_attempts=2)
     dispatcher = record_all(exp)
@@ -308,7 +329,7 @@ def test_the_dispatchers_scans_use_the_open_task_index(exp: EventStore) -> None:
     try:
         for query, params in (
             (TAKE_FOR_PUBLISHING, {"lease_s": 30, "republish_s": 60, "batch": 50}),
-            (REAP_EXPIRED, None),
+            (REAP_EXPIRED, ("vm:%",)),
         ):
             plan = exp.conn.execute(f"EXPLAIN {query}", params).fetchall()
             assert "ix_fleet_tasks_open_requested_at" in str(plan), plan
