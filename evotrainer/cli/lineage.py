@@ -114,17 +114,17 @@ def lineage_command(
 
 
 def replay_command(
-    ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH whose experiment's projections are checked."),
-    projections: bool = typer.Option(False, "--projections", help="Rebuild every projection and compare."),
+    ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH to replay."),
+    projections: bool = typer.Option(False, "--projections", help="Rebuild every projection and compare instead."),
 ) -> None:
-    """Rebuild the projections from the log into a scratch schema; exit 0 identical, 1 at the first difference."""
+    """Re-execute the branch's recorded train, evaluate, diagnose and backtest tasks and
+    compare their outputs hash for hash (or, with --projections, rebuild the projections);
+    exit 0 identical, 1 at the first difference."""
+    if not projections:
+        _replay_computations(BranchRef.parse(ref, allow_seq=False))
+        return
     from evotrainer.lineage.projections import LIVE_SCHEMA, Projector, compare, rebuild
 
-    if not projections:
-        raise UsageError(
-            "re-executing recorded computations is not available yet; `replay REF --projections` "
-            "rebuilds and compares the projections"
-        )
     branch = BranchRef.parse(ref, allow_seq=False)
     with EventStore.connect() as store:
         store.branch(branch)
@@ -140,3 +140,27 @@ def replay_command(
         typer.echo(f"DIFFERENT: {difference}")
         raise typer.Exit(1)
     typer.echo(f"identical: {events} events rebuilt into every projection, no difference")
+
+
+def _replay_computations(branch: BranchRef) -> None:
+    from evotrainer.fleet.replay import REPLAYABLE, replay_branch
+
+    counts: dict[str, int] = {}
+    changed_environment = False
+    with EventStore.connect() as store:
+        store.branch(branch)
+        for replayed in replay_branch(store, branch):
+            where = f"{replayed.request.experiment}/{replayed.request.branch}@{replayed.request.seq}"
+            if replayed.difference is not None:
+                typer.echo(f"{where} {replayed.kind} {replayed.task_id}: DIFFERENT: {replayed.difference}")
+                raise typer.Exit(1)
+            counts[replayed.kind] = counts.get(replayed.kind, 0) + 1
+            changed_environment |= replayed.environment_changed
+            hashes = ", ".join(f"{k.removesuffix('_sha256')} {v[:12]}" for k, v in replayed.outputs.items())
+            typer.echo(f"{where} {replayed.kind} {replayed.task_id}: identical" + (f" ({hashes})" if hashes else ""))
+    if not counts:
+        typer.echo(f"nothing to replay: {branch} records no completed {', '.join(REPLAYABLE)} task")
+        return
+    tally = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+    note = " (in a different environment: see the events' environment)" if changed_environment else ""
+    typer.echo(f"identical: {sum(counts.values())} tasks re-executed ({tally}), every output the same{note}")

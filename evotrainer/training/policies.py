@@ -12,6 +12,7 @@ so a policy is named by its hash and loaded from a verified checkout.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,11 +134,16 @@ def resolve_policy(
         ref = f"policy/tiny/{domain.name}-{cache_key(name, recipe, data_seed)}"
         cached = store.get_ref(ref)
         if cached is not None:
-            return _describe(cached, "tiny", store, source=ref, created=False)
+            # The warm start's figures were kept beside it: the checkpoint event of a cached
+            # policy reads the same as the one that built it (a replay compares them).
+            kept = store.get_ref(f"{ref}.details")
+            details = json.loads(store.get(kept)) if kept is not None else None
+            return _describe(cached, "tiny", store, source=ref, created=False, details=details)
         deterministic(recipe.seed, threads)
         with tempfile.TemporaryDirectory(prefix="evotrainer-tiny-") as tmp:
             info = warm_start(domain, recipe, data_seed, Path(tmp) / "policy")
             sha = store.put_dir(Path(tmp) / "policy")
+        store.set_ref(f"{ref}.details", store.put_bytes(json.dumps(info, sort_keys=True).encode()))
         store.set_ref(ref, sha)
         return _describe(sha, "tiny", store, source=ref, created=True, details=info)
     if spec == "smollm2":
