@@ -1,13 +1,15 @@
-"""`evotrainer sql`, `log`, `lineage` and `replay --projections`: asking the lineage questions."""
+"""`evotrainer sql`, `log`, `lineage` and `replay`: asking the lineage questions, and
+checking that the record re-computes (`replay`) and re-projects (`replay --projections`)."""
 
 from __future__ import annotations
 
 import csv
 import sys
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -15,6 +17,9 @@ from evotrainer.cli.render import print_json, print_table, summarize
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef, check_name
 from evotrainer.store import EventStore
+
+if TYPE_CHECKING:
+    from evotrainer.fleet.replay import ReplayedTask
 
 
 def _plain(value: Any) -> Any:
@@ -149,7 +154,7 @@ def _replay_computations(branch: BranchRef) -> None:
     changed_environment = False
     with EventStore.connect() as store:
         store.branch(branch)
-        for replayed in replay_branch(store, branch):
+        for replayed in _replayed_or_why_not(replay_branch(store, branch)):
             where = f"{replayed.request.experiment}/{replayed.request.branch}@{replayed.request.seq}"
             if replayed.difference is not None:
                 typer.echo(f"{where} {replayed.kind} {replayed.task_id}: DIFFERENT: {replayed.difference}")
@@ -164,3 +169,15 @@ def _replay_computations(branch: BranchRef) -> None:
     tally = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
     note = " (in a different environment: see the events' environment)" if changed_environment else ""
     typer.echo(f"identical: {sum(counts.values())} tasks re-executed ({tally}), every output the same{note}")
+
+
+def _replayed_or_why_not(replays: Iterator[ReplayedTask]) -> Iterator[ReplayedTask]:
+    """The replays; a task that cannot run again here (an artifact this store lacks, a
+    local model directory that is gone) ends the command with one line naming it, exit 2."""
+    from evotrainer.fleet.replay import CannotReplayError
+
+    try:
+        yield from replays
+    except CannotReplayError as exc:
+        typer.echo(f"evotrainer: error: {exc}", err=True)
+        raise typer.Exit(2) from None

@@ -68,13 +68,19 @@ UPDATE fleet_tasks SET published_at = now()
       ORDER BY requested_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
 RETURNING event_id::text, queue, requested_at, {sql.ASYNC_COMMIT}
 """
-# Running tasks whose lease expired (their worker vanished), and those held by a worker
-# on this host (worker names are HOST:PID): whether that process still exists is known
-# here without waiting for its lease (leases.holder_is_gone). LIKE's wildcards in the
-# host name are escaped by the caller.
+# Running tasks whose lease expired (their worker vanished), and those held by a worker on
+# this host (worker names are HOST:PID) that missed two heartbeats: whether that process
+# still exists is known here without waiting for the rest of its lease
+# (leases.holder_is_gone). The missed heartbeats are what make that safe: a live worker in
+# another PID namespace with the same host name (a container on the host network) looks
+# dead by its PID, but it still renews its lease. Only rows that may be reaped are locked:
+# live workers' heartbeats never wait on the reaper. LIKE's wildcards in the host name are
+# escaped by the caller.
 REAP_EXPIRED = """
 SELECT event_id::text, attempts, max_attempts, worker, lease_expires_at < now() FROM fleet_tasks
- WHERE finished_at IS NULL AND state = 'running' AND (lease_expires_at < now() OR worker LIKE %s)
+ WHERE finished_at IS NULL AND state = 'running'
+   AND (lease_expires_at < now()
+        OR (worker LIKE %(here)s AND heartbeat_at < now() - make_interval(secs => %(silent_s)s)))
    FOR UPDATE SKIP LOCKED
 """
 # Only rows still waiting for a worker: one may have been claimed, or even finished,
@@ -220,13 +226,14 @@ class Dispatcher:
 
     def reap(self) -> int:
         """Requeue running tasks whose worker vanished (its lease expired, or it was a
-        process on this host that no longer exists); give up with TaskFailed on those that
-        have used every allowed attempt."""
+        process on this host that no longer exists and missed two heartbeats); give up with
+        TaskFailed on those that have used every allowed attempt."""
         conn = self.store.conn
         here = socket.gethostname().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ":%"
         with conn.transaction():
             rows = [(event_id, attempts, max_attempts, worker, expired)
-                    for event_id, attempts, max_attempts, worker, expired in conn.execute(REAP_EXPIRED, (here,))
+                    for event_id, attempts, max_attempts, worker, expired
+                    in conn.execute(REAP_EXPIRED, {"here": here, "silent_s": 2 * self.cfg.heartbeat_s})
                     # A task this very process runs counts as alive (holder_is_gone's rule).
                     if expired or leases.holder_is_gone(worker, {event_id}, event_id)]  # fmt: skip
             for event_id, attempts, max_attempts, worker, expired in rows:

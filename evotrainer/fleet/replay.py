@@ -7,9 +7,10 @@ give the same outputs, hash for hash.
 Every completed train, evaluate, diagnose and backtest task in the branch's effective
 history (the inherited prefix included, oldest first) runs again with its recorded
 inputs, through the same plain functions the workers run, and what it produces is
-compared with what it recorded (the events its request caused). Train and evaluate read
-only their inputs and the artifact store; diagnose and backtest read the branch as it
-stood when they were requested. Each produced payload is validated and encoded as an
+compared with what it recorded (the events its request caused; a keyed event whose append
+kept one recorded earlier is not the task's to check). Train and evaluate read only their
+inputs and the artifact store; diagnose and backtest read the branch as it stood when they
+ran (just before their results were appended). Each produced payload is validated and encoded as an
 append would, then compared field by field, leaving out the wall-clock time
 (`wall_seconds`) and the environment fingerprint: a different environment is reported,
 not failed; on CPU everything else must match exactly.
@@ -24,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evotrainer.errors import EvotrainerError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 from evotrainer.store.batch import prepare
@@ -51,48 +53,90 @@ class ReplayedTask:
         return str(self.request.payload["task_id"])
 
 
-def recorded_tasks(history: Sequence[StoredEvent]) -> list[tuple[StoredEvent, list[StoredEvent]]]:
-    """Each completed replayable task's request and the domain events it caused."""
-    completed = {e.causation_id for e in history if e.type == "TaskCompleted"}
+@dataclass(frozen=True)
+class RecordedTask:
+    request: StoredEvent
+    outcome: StoredEvent
+    """Its TaskCompleted."""
+    caused: list[StoredEvent]
+    """The domain events appended with its outcome (its request is their cause)."""
+    by_key: dict[str, StoredEvent]
+    """The branch's events by idempotency key, up to the outcome: a keyed event the task
+    produced may have been recorded earlier (by another task or a command), in which case
+    its append kept that one."""
+
+    @property
+    def ran_at_seq(self) -> int:
+        """The branch as the task saw it: everything before its results were appended."""
+        return min(e.seq for e in [*self.caused, self.outcome]) - 1
+
+
+def recorded_tasks(history: Sequence[StoredEvent]) -> list[RecordedTask]:
+    """Each completed replayable task of a branch history, oldest first."""
+    outcomes = {e.causation_id: e for e in history if e.type == "TaskCompleted"}
     caused: dict[str, list[StoredEvent]] = {}
     for event in history:
         if event.causation_id and event.type not in ("TaskCompleted", "TaskFailed"):
             caused.setdefault(event.causation_id, []).append(event)
-    return [(e, caused.get(e.event_id, [])) for e in history
-            if e.type == "TaskRequested" and e.payload["kind"] in REPLAYABLE and e.event_id in completed]  # fmt: skip
+    tasks = []
+    for event in history:
+        if event.type == "TaskRequested" and event.payload["kind"] in REPLAYABLE and event.event_id in outcomes:
+            outcome = outcomes[event.event_id]
+            by_key = {e.idempotency_key: e for e in history
+                      if e.idempotency_key and e.global_position <= outcome.global_position}  # fmt: skip
+            tasks.append(RecordedTask(event, outcome, caused.get(event.event_id, []), by_key))
+    return tasks
+
+
+class CannotReplayError(EvotrainerError):
+    """A recorded task cannot run again here (what it needs is missing)."""
 
 
 def replay_branch(store: EventStore, ref: BranchRef) -> Iterator[ReplayedTask]:
     """Replay the branch's recorded tasks in order (a generator: stop at a difference)."""
-    for request, recorded in recorded_tasks(store.read_branch(ref)):
-        yield replay_task(store, request, recorded)
+    for task in recorded_tasks(store.read_branch(ref)):
+        try:
+            yield replay_task(store, task)
+        except (EvotrainerError, OSError) as exc:
+            r = task.request
+            raise CannotReplayError(f"cannot replay {r.experiment}/{r.branch}@{r.seq} {r.payload['kind']} "
+                                    f"{r.payload['task_id']}: {exc}") from exc  # fmt: skip
 
 
-def replay_task(store: EventStore, request: StoredEvent, recorded: list[StoredEvent]) -> ReplayedTask:
-    news = recompute(store, request)
-    # As an append would store them: validated (defaults filled in) and read back from jsonb.
-    produced = [prepare(new).payload for new in news]
-    produced_types = [new.type for new in news]
-    outputs = {key: str(p[key]) for p in produced for key in _HASHES if isinstance(p.get(key), str)}
-    recorded_types = [e.type for e in recorded]
-    if recorded_types != produced_types:
-        return ReplayedTask(request, f"it recorded {', '.join(recorded_types) or 'nothing'}; now it produces "
-                                     f"{', '.join(produced_types) or 'nothing'}", False, outputs)  # fmt: skip
+def replay_task(store: EventStore, task: RecordedTask) -> ReplayedTask:
+    request = task.request
+    news = recompute(store, request, task.ran_at_seq)
+    outputs: dict[str, str] = {}
     changed_environment = False
-    for before, now, type_ in zip(recorded, produced, produced_types, strict=True):
+    unmatched = list(task.caused)
+    for new in news:
+        # As an append would store it: validated (defaults filled in) and read back from jsonb.
+        now = prepare(new).payload
+        outputs.update({key: str(now[key]) for key in _HASHES if isinstance(now.get(key), str)})
+        before = task.by_key.get(new.idempotency_key) if new.idempotency_key else None
+        if before is not None and before.causation_id != request.event_id:
+            continue  # its append kept an event recorded earlier: this task wrote nothing to check
+        if before is None:
+            before = next((e for e in unmatched if e.type == new.type), None)
+        if before is None:
+            return ReplayedTask(request, f"it recorded no {new.type}; now it produces one", False, outputs)
+        unmatched.remove(before)
         changed_environment |= before.payload.get("environment") != now.get("environment")
         difference = first_difference(_compared(before.payload), _compared(now))
         if difference is not None:
-            return ReplayedTask(request, f"{type_} (seq {before.seq}) {difference}", changed_environment, outputs)
+            return ReplayedTask(request, f"{new.type} (seq {before.seq}) {difference}", changed_environment, outputs)
+    if unmatched:
+        return ReplayedTask(request, f"it recorded {', '.join(e.type for e in unmatched)} (seq {unmatched[0].seq}) "
+                                     "that it no longer produces", changed_environment, outputs)  # fmt: skip
     return ReplayedTask(request, None, changed_environment, outputs)
 
 
-def recompute(store: EventStore, request: StoredEvent) -> list[NewEvent]:
-    """The events the task's function produces now from its recorded inputs."""
+def recompute(store: EventStore, request: StoredEvent, at_seq: int) -> list[NewEvent]:
+    """The events the task's function produces now from its recorded inputs; diagnose and
+    backtest read the branch as it stood at `at_seq` (when the task ran)."""
     payload = request.payload
     kind, task_id, inputs = payload["kind"], payload["task_id"], dict(payload.get("inputs", {}))
-    # Diagnose and backtest read the branch: as it stood when the task was requested.
-    as_requested = f"{request.experiment}/{request.branch}@{request.seq}"
+    as_it_ran = f"{request.experiment}/{request.branch}@{at_seq}"
     if kind == "train":
         from evotrainer.training.task import run_training_task
 
@@ -105,11 +149,11 @@ def recompute(store: EventStore, request: StoredEvent) -> list[NewEvent]:
     if kind == "diagnose":
         from evotrainer.diagnostics.task import diagnose_task
 
-        return diagnose_task(store, {**inputs, "branch": as_requested})
+        return diagnose_task(store, {"branch": as_it_ran, **inputs})  # as the worker merges them
     if kind == "backtest":
         from evotrainer.backtest.task import backtest_task
 
-        return backtest_task(store, {**inputs, "branch": as_requested})
+        return backtest_task(store, {"branch": as_it_ran, **inputs})
     raise ValueError(f"task kind {kind!r} is not replayable")
 
 

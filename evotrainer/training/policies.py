@@ -132,12 +132,12 @@ def resolve_policy(
         recipe = TinyRecipe()
         name = domain_spec or domain.name
         ref = f"policy/tiny/{domain.name}-{cache_key(name, recipe, data_seed)}"
-        cached = store.get_ref(ref)
-        if cached is not None:
+        cached, kept = store.get_ref(ref), store.get_ref(f"{ref}.details")
+        if cached is not None and kept is not None:
             # The warm start's figures were kept beside it: the checkpoint event of a cached
-            # policy reads the same as the one that built it (a replay compares them).
-            kept = store.get_ref(f"{ref}.details")
-            details = json.loads(store.get(kept)) if kept is not None else None
+            # policy reads the same as the one that built it (a replay compares them). A
+            # cache from before they were kept is built again (deterministic: the same policy).
+            details = json.loads(store.get(kept))
             return _describe(cached, "tiny", store, source=ref, created=False, details=details)
         deterministic(recipe.seed, threads)
         with tempfile.TemporaryDirectory(prefix="evotrainer-tiny-") as tmp:

@@ -9,7 +9,9 @@ import pytest
 
 from evotrainer.evolve.controller import run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.fleet import request_task, run_in_process
 from evotrainer.fleet.replay import first_difference, recorded_tasks
+from evotrainer.harness.versions import versioned_event
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent
 from tests.test_cli import run
@@ -26,7 +28,7 @@ def test_a_branch_replays_hash_for_hash_and_a_forged_result_is_named(
     monkeypatch.delenv("EVOTRAINER_BROKER_URL", raising=False)
     run_experiment(store, ExperimentConfig(name="re", iterations=1, harness=TINY))
     candidate = next(info.ref for info in store.branches("re") if info.name != "main")
-    kinds = [request.payload["kind"] for request, _ in recorded_tasks(store.read_branch(candidate))]
+    kinds = [task.request.payload["kind"] for task in recorded_tasks(store.read_branch(candidate))]
     assert kinds[:3] == ["train", "evaluate", "diagnose"] and kinds.count("train") == 2  # main's, then its own
 
     replayed = run(cli_env, "replay", str(candidate))
@@ -34,10 +36,31 @@ def test_a_branch_replays_hash_for_hash_and_a_forged_result_is_named(
     assert replayed.stdout.splitlines()[-1].startswith(f"identical: {len(kinds)} tasks re-executed")
     assert "train" in replayed.stdout and "policy " in replayed.stdout
 
-    # A result appended by hand as if a task had produced it: no computation gives it.
     main = BranchRef("re", "main")
-    request, (recorded,) = next((r, caused) for r, caused in recorded_tasks(store.read_branch(main))
-                                if r.payload["kind"] == "evaluate")  # fmt: skip
+    evidence = next(e.payload["evidence_sha256"] for e in store.read_branch(main) if e.type == "RolloutsRecorded")
+    # A second diagnosis of the same evidence under the same harness: its append keeps the
+    # first one, so it wrote nothing of its own to check.
+    request_task(store, main, "diagnose", "diagnose-again", {"evidence": evidence})
+    run_in_process(store)
+    assert not [e for e in store.read_branch(main) if e.causation_id and e.type == "DiagnosisRecorded"
+                and e.payload["evidence"] == evidence][1:]  # fmt: skip
+    # One under a new harness, with an evaluation appended after it was requested and
+    # before it ran: replay reads the branch as the task saw it, not as it was requested.
+    stricter = ExperimentConfig(name="re", harness=TINY).starting_harness().with_field(
+        "diagnostics.dead_group_ratio.warning", 0.2)
+    store.append(main, [versioned_event(stricter, parent=None, changed_fields=[])])
+    request_task(store, main, "diagnose", "diagnose-later", {"evidence": evidence})
+    evaluation = next(e for e in store.read_branch(main) if e.type == "EvaluationRecorded")
+    store.append(main, [NewEvent("EvaluationRecorded", {**evaluation.payload, "avg_at_k": 0.5})])
+    run_in_process(store)
+    again = run(cli_env, "replay", "re/main")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "diagnose diagnose-again: identical" in again.stdout
+    assert "diagnose diagnose-later: identical" in again.stdout
+
+    # A result appended by hand as if a task had produced it: no computation gives it.
+    task = next(t for t in recorded_tasks(store.read_branch(main)) if t.request.payload["kind"] == "evaluate")
+    request, (recorded,) = task.request, task.caused
     forged = store.append(main, [NewEvent("TaskRequested", {**request.payload, "task_id": "forged"})])[0]
     store.append(main, [
         NewEvent("EvaluationRecorded", {**recorded.payload, "avg_at_k": 0.99}, causation_id=forged.event_id),
@@ -64,3 +87,18 @@ def test_the_first_difference_is_named_by_its_path() -> None:
     assert first_difference({"a": [1, {"b": 2}]}, {"a": [1, {"b": 3}]}) == "a.1.b: 2 recorded, 3 now"
     assert first_difference({"a": 1}, {"a": 1, "c": 2}) == "c: only now"
     assert first_difference({"x": [1, 2]}, {"x": [1, 2]}) is None
+
+
+def test_a_task_that_cannot_run_again_here_is_one_line_exit_2(store: EventStore, cli_env: dict[str, str]) -> None:
+    store.create_experiment("gone")
+    main = BranchRef("gone", "main")
+    # Trained from a checkpoint this artifact store does not hold.
+    requested = store.append(main, [NewEvent("TaskRequested", {
+        "task_id": "t-gone", "kind": "train", "queue": "train",
+        "inputs": {"domain": "math:digit_add", "policy": "0" * 64}})])[0]  # fmt: skip
+    store.append(main, [NewEvent("TaskCompleted", {"task_id": "t-gone", "worker": "w:1", "attempt": 1,
+                                                   "duration_s": 1.0}, causation_id=requested.event_id)])  # fmt: skip
+    result = run(cli_env, "replay", "gone/main")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("evotrainer: error: cannot replay gone/main@2 train t-gone:")
+    assert result.stderr.count("\n") == 1

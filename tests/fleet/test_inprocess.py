@@ -180,9 +180,13 @@ def test_a_task_held_by_a_dead_process_on_this_host_is_reaped_before_its_lease_e
     for event, holder in ((request, f"{socket.gethostname()}:{dead.pid}"),
                           (alive, f"{socket.gethostname()}:{os.getpid()}")):  # fmt: skip
         exp.conn.execute(
-            "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = %s,"
+            "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = %s, heartbeat_at = now(),"
             " lease_expires_at = now() + interval '1 hour' WHERE event_id = %s", (holder, event.event_id))
-    assert dispatcher.reap() == 1  # not the one this live process holds
+    # Still heartbeating (as a live worker in another PID namespace would): left alone.
+    assert dispatcher.reap() == 0
+    exp.conn.execute("UPDATE fleet_tasks SET heartbeat_at = now() - make_interval(secs => %s)",
+                     (2 * dispatcher.cfg.heartbeat_s + 1,))
+    assert dispatcher.reap() == 1  # silent and gone; not the one this live process holds
     state = dict(exp.conn.execute("SELECT event_id::text, state FROM fleet_tasks").fetchall())
     assert (state[request.event_id], state[alive.event_id]) == ("pending", "running")
     (why,) = exp.conn.execute("SELECT last_error FROM fleet_tasks WHERE event_id = %s", (request.event_id,)).fetchone()
@@ -329,7 +333,7 @@ def test_the_dispatchers_scans_use_the_open_task_index(exp: EventStore) -> None:
     try:
         for query, params in (
             (TAKE_FOR_PUBLISHING, {"lease_s": 30, "republish_s": 60, "batch": 50}),
-            (REAP_EXPIRED, ("vm:%",)),
+            (REAP_EXPIRED, {"here": "vm:%", "silent_s": 30}),
         ):
             plan = exp.conn.execute(f"EXPLAIN {query}", params).fetchall()
             assert "ix_fleet_tasks_open_requested_at" in str(plan), plan
