@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: train a tiny policy, propose a single-factor intervention,
 # fork a branch that runs it, train, evaluate and diagnose that branch, let the promotion
-# gate decide, then ask the lineage questions and audit the record.
+# gate decide, then ask the lineage questions, re-execute the fork's recorded computations
+# and audit the record.
 # Uses EVOTRAINER_DATABASE_URL when set, otherwise an embedded Postgres under
 # EVOTRAINER_HOME (default ~/.evotrainer), started on demand. About a minute on 2 cores.
 set -euo pipefail
@@ -31,5 +32,6 @@ ev log "$x/lr-up"
 ev lineage "$x"
 ev sql "SELECT candidate, decision, intervention_field, new_value, evaluation->>'avg_at_k' AS avg_at_k, margin FROM promotion_audit WHERE experiment = '$x'"
 ev sql --file lineage/queries/branch_scores.sql
+ev replay "$x/lr-up"
 ev replay "$x/main" --projections
 ev audit --artifacts
