@@ -10,7 +10,7 @@ import typer
 from evotrainer.cli.render import print_json
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, StoredEvent
 
 
 def audit_command(
@@ -20,6 +20,9 @@ def audit_command(
         None, help="JSON of branch heads from an earlier `audit --json`: also prove none was truncated."
     ),
     artifacts: bool = typer.Option(False, "--artifacts", help="Also re-hash every artifact the events reference."),
+    promotions: bool = typer.Option(
+        False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage)."
+    ),
 ) -> None:
     """Verify hash chains. Exit 0 intact, 1 altered (first bad event named), 2 usage error."""
     from evotrainer.store.audit import audit, verify_anchors
@@ -32,16 +35,60 @@ def audit_command(
             report.problems.extend(verify_anchors(store, anchored))
         if artifacts:
             report.problems.extend(_audit_artifacts(store, branch))
+        decisions = _decisions(store, branch) if promotions else []
     if as_json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), **({"promotions": [d.to_json() for d in decisions]} if promotions else {})})
     elif report.intact:
         typer.echo(f"intact: {report.branches} branches, {report.events} events verified")
     else:
         typer.echo(f"ALTERED: first bad event {report.problems[0]}")
         for problem in report.problems[1:]:
             typer.echo(f"  also {problem}")
+    if promotions and not as_json:
+        _print_decisions(decisions)
     if not report.intact:
         raise typer.Exit(1)
+
+
+def _decisions(store: EventStore, branch: BranchRef | None) -> list[StoredEvent]:
+    """PromotionDecided events (recorded on each experiment's main), oldest first; with a
+    branch, those whose candidate is the branch or one of its ancestors."""
+    experiments = [branch.experiment] if branch else sorted({info.experiment for info in store.branches()})
+    lineage = {f"{e.experiment}/{e.branch}" for e in store.read_branch(branch)} if branch else None
+    found = []
+    for experiment in experiments:
+        for event in store.read_branch(BranchRef(experiment, "main")):
+            if event.type == "PromotionDecided" and (lineage is None or event.payload["candidate"] in lineage):
+                found.append(event)
+    return found
+
+
+def _print_decisions(decisions: list[StoredEvent]) -> None:
+    if not decisions:
+        typer.echo("no promotion decision in this lineage")
+    for event in decisions:
+        p = event.payload
+        evidence = p.get("evidence", {})
+        said = p.get("reason") or f"{p['decision']} {p['candidate']}"
+        typer.echo(f"{event.experiment}/{event.branch}@{event.seq}: {said}")
+        for role in ("candidate_evaluation", "baseline_evaluation"):
+            if role in evidence:
+                e = evidence[role]
+                typer.echo(f"  {role.replace('_', ' ')}: {e['branch']} policy {e['policy_sha256'][:12]} "
+                           f"results {e['results_sha256'][:12]} (event {e['event_id']})")  # fmt: skip
+        if "diagnosis" in evidence:
+            typer.echo(f"  diagnosis: event {evidence['diagnosis']['event_id']} of evidence "
+                       f"{evidence['diagnosis']['evidence'][:12]}")  # fmt: skip
+        if "gate" in evidence:
+            g = evidence["gate"]
+            conditions = ", ".join(g["blocking_conditions"]) or "no condition"
+            typer.echo(f"  gate: harness {g['harness_hash'][:12]}, min_margin {g['min_margin']}, blocking at "
+                       f"{g['blocking_severity']} or {conditions}")  # fmt: skip
+        if evidence.get("criterion"):
+            c = evidence["criterion"]
+            typer.echo(f"  criterion {c['text']}: {c['outcome']}")
+        if not evidence:
+            typer.echo("  (recorded without the gate's evidence)")
 
 
 def _audit_artifacts(store, branch: BranchRef | None) -> list:  # type: ignore[no-untyped-def,type-arg]

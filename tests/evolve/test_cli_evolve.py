@@ -37,6 +37,15 @@ def test_fork_an_intervention_then_promote_it(cli_env: dict[str, str], store: Ev
     assert "avg@4 0.6250 against 0.3750 of demo/main (margin +0.2500, gate 0.01)" in lines[1]
     assert lines[-1].startswith("recorded PromotionDecided at demo/main@")
 
+    audited = run(cli_env, "audit", "demo/lr-up", "--promotions")
+    assert audited.returncode == 0, audited.stderr
+    shown = audited.stdout.splitlines()
+    assert shown[0].startswith("intact:") and shown[1].startswith("demo/main@") and "promoted: avg@4 0.6250" in shown[1]
+    assert shown[2].startswith("  candidate evaluation: demo/lr-up policy ") and "gate: harness" in audited.stdout
+    assert "criterion avg_at_k_gain >= 0.01: success" in audited.stdout  # the default criterion
+    as_json = json.loads(run(cli_env, "audit", "demo/main", "--promotions", "--json").stdout)
+    assert as_json["promotions"] == []  # main's lineage holds no candidate
+
 
 def test_a_rejected_candidate_exits_1_and_the_decision_is_recorded(cli_env: dict[str, str], store: EventStore) -> None:
     main = start(store)
