@@ -15,10 +15,9 @@ from evotrainer.store import EventStore, StoredEvent
 
 def latest_policy(store: EventStore, ref: BranchRef) -> str | None:
     """The newest policy checkpoint recorded in the branch's history, if any."""
-    for event in reversed(store.read_branch(ref)):
-        if event.type == "PolicyCheckpointed":
-            return str(event.payload["policy_sha256"])
-    return None
+    from evotrainer.evolve.promotion import newest_policy
+
+    return newest_policy(store.read_branch(ref))
 
 
 def _describe(event: StoredEvent) -> str:

@@ -34,6 +34,8 @@ from evotrainer.evolve.promotion import (
     evaluation_protocol,
     incumbent_of,
     intervention_of,
+    newest_policy,
+    own_events,
     record_promotion,
     reject_unrunnable,
 )
@@ -67,9 +69,10 @@ def run_experiment(store: EventStore, config: ExperimentConfig, say: Say = lambd
     run = _Run(store, config, say)
     main = run.start()
     while True:
-        for candidate in run.unjudged():
+        candidates = run.candidates()
+        for candidate in run.unjudged(candidates):
             run.judge(candidate)
-        tried = len(run.candidates())
+        tried = len(candidates)
         if tried >= config.iterations:
             say(f"budget spent: {tried} of {config.iterations} candidate versions tried")
             break
@@ -80,7 +83,7 @@ def run_experiment(store: EventStore, config: ExperimentConfig, say: Say = lambd
             say(f"nothing left to propose for {incumbent}: stopping after {tried} candidate versions")
             break
         run.judge(fresh)
-    return run.summary(main)
+    return run.summary(main, tried)
 
 
 class _Run:
@@ -115,10 +118,10 @@ class _Run:
         return [info.ref for info in self.store.branches(self.config.name) if info.name != DECISIONS_BRANCH
                 and intervention_of(self.store.read_branch(info.ref), info.ref) is not None]  # fmt: skip
 
-    def unjudged(self) -> list[BranchRef]:
+    def unjudged(self, candidates: list[BranchRef]) -> list[BranchRef]:
         judged = {e.payload["candidate"] for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
                   if e.type == "PromotionDecided"}  # fmt: skip
-        return [c for c in self.candidates() if str(c) not in judged]
+        return [c for c in candidates if str(c) not in judged]
 
     # -- steps ---------------------------------------------------------------------
 
@@ -127,9 +130,9 @@ class _Run:
         diagnose its run, each only if the log does not have it yet."""
         history = self.store.read_branch(branch)
         harness = harness_of(history)
-        own = [e for e in history if e.branch == branch.branch]
+        own = own_events(history, branch)
         if not any(e.type == "RolloutsRecorded" for e in own):
-            policy = _newest_policy(history) or self.config.policy
+            policy = newest_policy(history) or self.config.policy
             settings = harness.spec.to_grpo_settings().to_dict()
             inputs = {"domain": self.config.domain, "policy": policy, "settings": settings,
                       "harness_hash": harness.address}  # fmt: skip
@@ -138,8 +141,8 @@ class _Run:
             self.say(f"{branch}: trained, dead groups {summary.get('dead_group_ratio', 0):.0%}, "
                      f"mean reward {summary.get('mean_reward', 0):.3f}")  # fmt: skip
             history = self.store.read_branch(branch)
-            own = [e for e in history if e.branch == branch.branch]
-        newest = _newest_policy(history)
+            own = own_events(history, branch)
+        newest = newest_policy(history)
         protocol = self._protocol(harness.spec)
         if not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == newest
                    and evaluation_protocol(e) == protocol for e in history):  # fmt: skip
@@ -158,7 +161,7 @@ class _Run:
         proposal was tried or dropped."""
         history = self.store.read_branch(incumbent)
         harness = harness_of(history)
-        own = [e for e in history if e.branch == incumbent.branch]
+        own = own_events(history, incumbent)
         diagnosis = next(e for e in reversed(own) if e.type == "DiagnosisRecorded")
         proposals = builtin_proposals(
             harness.spec, diagnosis.payload.get("conditions", []), self.config.domain,
@@ -176,7 +179,7 @@ class _Run:
                                           NewEvent.of(designed.event, idempotency_key=f"intervention:{ident}")])
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
             self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger})")
-            if not self._survives_backtest(incumbent, proposal, ident):
+            if not self._survives_backtest(incumbent, designed.event):
                 continue
             forked = fork_for_intervention(self.store, incumbent, name, ident)
             self.say(f"{incumbent}: forked {self.config.name}/{name} at seq {forked.forked.payload['fork_seq']}")
@@ -194,15 +197,15 @@ class _Run:
             stored = record_promotion(self.store, candidate)[1]
         self.say(f"{candidate}: {stored.payload['reason']}")
 
-    def summary(self, main: BranchRef) -> RunSummary:
+    def summary(self, main: BranchRef, candidates: int) -> RunSummary:
         best = incumbent_of(self.store, self.config.name)
         history = self.store.read_branch(best)
-        policy = _newest_policy(history)
+        policy = newest_policy(history)
         scores = [e.payload["avg_at_k"] for e in history
                   if e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == policy]  # fmt: skip
         decisions = [e for e in self.store.read_branch(main) if e.type == "PromotionDecided"]
         promoted = sum(e.payload["decision"] == "promoted" for e in decisions)
-        return RunSummary(best, scores[-1] if scores else None, len(self.candidates()), promoted)
+        return RunSummary(best, scores[-1] if scores else None, candidates, promoted)
 
     # -- helpers -------------------------------------------------------------------
 
@@ -216,14 +219,15 @@ class _Run:
     def _task(self, branch: BranchRef, kind: str, inputs: dict[str, object]) -> list[StoredEvent]:
         return run_task(self.store, branch, kind, inputs, self.config.task_timeout_s)
 
-    def _survives_backtest(self, incumbent: BranchRef, proposal: Proposal, ident: str) -> bool:
+    def _survives_backtest(self, incumbent: BranchRef, proposal: InterventionProposed) -> bool:
+        ident = proposal.intervention_id
         try:
             backtest_kind(proposal.field)
         except NotBacktestableError:
             return True  # nothing can judge it before training: the gate will
         produced = self._task(incumbent, "backtest", {"intervention_id": ident, "domain": self.config.domain})
         try:
-            check_backtest(self.store.read_branch(incumbent), incumbent, _proposal_model(self.store, incumbent, ident))
+            check_backtest(self.store.read_branch(incumbent), incumbent, proposal)
         except UsageError as exc:
             self.say(f"{incumbent}: dropped {ident}: {exc}")
             return False
@@ -252,17 +256,8 @@ def _dropped(history: list[StoredEvent], ident: str) -> bool:
                 and backtest_failures(backtests[-1], proposals[-1].payload["success_criterion"]))  # fmt: skip
 
 
-def _newest_policy(history: list[StoredEvent]) -> str | None:
-    return next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"), None)
-
-
 def _branch_name(proposal: Proposal, old: object, ident: str) -> str:
     """e.g. `temperature-raise-3fa2b1`: readable, and unique per intervention."""
     leaf = proposal.field.rsplit(".", 1)[-1].replace("_", "-")
     return f"{leaf}-{direction(old, proposal.value)}-{ident.removeprefix('iv-')[:6]}"
 
-
-def _proposal_model(store: EventStore, branch: BranchRef, ident: str) -> InterventionProposed:
-    event = next(e for e in reversed(store.read_branch(branch))
-                 if e.type == "InterventionProposed" and e.payload["intervention_id"] == ident)  # fmt: skip
-    return InterventionProposed.model_validate(event.payload)

@@ -89,17 +89,21 @@ def record_promotion(
 ) -> tuple[PromotionDecision, StoredEvent]:
     """Decide and append the decision to EXPERIMENT/main; the stored event is the earlier
     one when the same evidence was already judged."""
-    for attempt in range(MAX_ATTEMPTS):
-        decision = decide_promotion(store, candidate, artifacts)
+    for _ in range(MAX_ATTEMPTS - 1):
         try:
-            stored = store.append(decision.record_on, decision.events(), expected_seq=decision.expected_seq)
+            return _decide_and_record(store, candidate, artifacts)
         except ConcurrencyError:
-            if attempt == MAX_ATTEMPTS - 1:
-                raise
             continue  # main moved (perhaps another promotion): decide against what it says now
-        # The earlier event when this evidence was judged already: report what is recorded.
-        return dataclasses.replace(decision, decided=PromotionDecided.model_validate(stored[0].payload)), stored[0]
-    raise AssertionError("unreachable")
+    return _decide_and_record(store, candidate, artifacts)
+
+
+def _decide_and_record(
+    store: EventStore, candidate: BranchRef, artifacts: ArtifactStore | None
+) -> tuple[PromotionDecision, StoredEvent]:
+    decision = decide_promotion(store, candidate, artifacts)
+    stored = store.append(decision.record_on, decision.events(), expected_seq=decision.expected_seq)[0]
+    # The earlier event when this evidence was judged already: report what is recorded.
+    return dataclasses.replace(decision, decided=PromotionDecided.model_validate(stored.payload)), stored
 
 
 def decide_promotion(
@@ -239,12 +243,19 @@ def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, Stor
     return main, history[-1].seq, None
 
 
-def _own(history: list[StoredEvent], ref: BranchRef) -> list[StoredEvent]:
+def own_events(history: list[StoredEvent], ref: BranchRef) -> list[StoredEvent]:
+    """The events a branch appended itself (not those its history inherits)."""
     return [e for e in history if e.experiment == ref.experiment and e.branch == ref.branch]
 
 
+def newest_policy(history: list[StoredEvent], before: GlobalPosition | None = None) -> str | None:
+    """The newest policy checkpoint in a history (the newest before a point of the log)."""
+    return next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"
+                 and (before is None or e.global_position < before)), None)  # fmt: skip
+
+
 def _diagnosis_of_own_run(history: list[StoredEvent], candidate: BranchRef) -> StoredEvent:
-    own = _own(history, candidate)
+    own = own_events(history, candidate)
     runs = [e for e in own if e.type == "RolloutsRecorded"]
     if not runs:
         raise UsageError(f"{candidate} has no training run of its own: train it (`evotrainer train {candidate}`) "
@@ -263,8 +274,7 @@ def _evaluation_of_newest_policy(
 ) -> StoredEvent:
     """The latest evaluation of the branch's newest policy (the newest `before` a point of
     the log when given; under `protocol` when given)."""
-    policy = next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"
-                   and (before is None or e.global_position < before)), None)  # fmt: skip
+    policy = newest_policy(history, before)
     if policy is None:
         raise UsageError(f"{ref}{role} has no policy checkpoint to evaluate")
     for event in reversed(history):
@@ -298,7 +308,7 @@ def intervention_of(history: list[StoredEvent], candidate: BranchRef) -> StoredE
     """The InterventionProposed behind the candidate's harness: what `fork_for_intervention`
     recorded as the cause of the branch's own HarnessVersioned."""
     by_id = {e.event_id: e for e in history}
-    for event in reversed(_own(history, candidate)):
+    for event in reversed(own_events(history, candidate)):
         if event.type == "HarnessVersioned" and event.causation_id is not None:
             cause = by_id.get(event.causation_id)
             if cause is not None and cause.type == "InterventionProposed":

@@ -60,10 +60,10 @@ class RecordedTask:
     """Its TaskCompleted."""
     caused: list[StoredEvent]
     """The domain events appended with its outcome (its request is their cause)."""
-    by_key: dict[str, StoredEvent]
-    """The branch's events by idempotency key, up to the outcome: a keyed event the task
-    produced may have been recorded earlier (by another task or a command), in which case
-    its append kept that one."""
+    recorded_keys: frozenset[str]
+    """The idempotency keys in the history: a keyed event the task produced may have been
+    recorded earlier (by another task or a command), in which case its append kept that
+    one and wrote nothing."""
 
     @property
     def ran_at_seq(self) -> int:
@@ -78,14 +78,9 @@ def recorded_tasks(history: Sequence[StoredEvent]) -> list[RecordedTask]:
     for event in history:
         if event.causation_id and event.type not in ("TaskCompleted", "TaskFailed"):
             caused.setdefault(event.causation_id, []).append(event)
-    tasks = []
-    for event in history:
-        if event.type == "TaskRequested" and event.payload["kind"] in REPLAYABLE and event.event_id in outcomes:
-            outcome = outcomes[event.event_id]
-            by_key = {e.idempotency_key: e for e in history
-                      if e.idempotency_key and e.global_position <= outcome.global_position}  # fmt: skip
-            tasks.append(RecordedTask(event, outcome, caused.get(event.event_id, []), by_key))
-    return tasks
+    keys = frozenset(e.idempotency_key for e in history if e.idempotency_key)
+    return [RecordedTask(e, outcomes[e.event_id], caused.get(e.event_id, []), keys) for e in history
+            if e.type == "TaskRequested" and e.payload["kind"] in REPLAYABLE and e.event_id in outcomes]  # fmt: skip
 
 
 class CannotReplayError(EvotrainerError):
@@ -113,11 +108,11 @@ def replay_task(store: EventStore, task: RecordedTask) -> ReplayedTask:
         # As an append would store it: validated (defaults filled in) and read back from jsonb.
         now = prepare(new).payload
         outputs.update({key: str(now[key]) for key in _HASHES if isinstance(now.get(key), str)})
-        before = task.by_key.get(new.idempotency_key) if new.idempotency_key else None
-        if before is not None and before.causation_id != request.event_id:
+        key = new.idempotency_key
+        before = next((e for e in unmatched if e.idempotency_key == key), None) if key else None
+        if before is None and key in task.recorded_keys:
             continue  # its append kept an event recorded earlier: this task wrote nothing to check
-        if before is None:
-            before = next((e for e in unmatched if e.type == new.type), None)
+        before = before or next((e for e in unmatched if e.type == new.type), None)
         if before is None:
             return ReplayedTask(request, f"it recorded no {new.type}; now it produces one", False, outputs)
         unmatched.remove(before)

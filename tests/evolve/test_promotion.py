@@ -29,6 +29,13 @@ def candidate(store: EventStore, main: BranchRef, name: str, field: str = "grpo.
     return BranchRef("demo", name)
 
 
+def two_candidates(store: EventStore) -> tuple[BranchRef, BranchRef, BranchRef]:
+    """main, evaluated at BASE, and two forks for different interventions on it."""
+    main = start(store)
+    evaluate(store, main, BASE)
+    return main, candidate(store, main, "a"), candidate(store, main, "b", "grpo.temperature", 1.2)
+
+
 def test_a_candidate_that_beats_main_by_the_margin_is_promoted_and_becomes_the_best(
     store: EventStore, tmp_path: Path
 ) -> None:
@@ -143,9 +150,7 @@ def test_missing_evidence_is_refused_with_the_command_that_supplies_it(store: Ev
 
 
 def test_two_gates_deciding_at_once_cannot_both_promote_against_one_incumbent(store: EventStore) -> None:
-    main = start(store)
-    evaluate(store, main, BASE)
-    a, b = candidate(store, main, "a"), candidate(store, main, "b", "grpo.temperature", 1.2)
+    main, a, b = two_candidates(store)
     for ref, scores in ((a, [1.0, 1.0, 0.5, 0.5]), (b, [1.0, 0.5, 0.5, 0.5])):
         trained(store, ref, ref.branch)
         evaluate(store, ref, scores)
@@ -201,9 +206,7 @@ def _proposal(store: EventStore, main: BranchRef) -> StoredEvent:
 
 
 def test_the_baseline_is_the_policy_that_won_not_what_its_branch_trained_since(store: EventStore) -> None:
-    main = start(store)
-    evaluate(store, main, BASE)
-    a, b = candidate(store, main, "a"), candidate(store, main, "b", "grpo.temperature", 1.2)
+    main, a, b = two_candidates(store)
     trained(store, a, "a")
     evaluate(store, a, [1.0, 1.0, 1.0, 1.0])
     assert record_promotion(store, a)[0].promoted
@@ -254,9 +257,7 @@ def test_a_changed_gate_is_a_new_decision_on_the_same_evidence(store: EventStore
 
 
 def test_a_hand_recorded_promotion_still_sets_the_best_so_far(store: EventStore) -> None:
-    main = start(store)
-    evaluate(store, main, BASE)
-    a, b = candidate(store, main, "a"), candidate(store, main, "b", "grpo.temperature", 1.2)
+    main, a, b = two_candidates(store)
     trained(store, a, "a")
     evaluate(store, a, [1.0, 1.0, 0.5, 0.5])
     store.append(main, [NewEvent("PromotionDecided", {"candidate": "demo/a", "decision": "promoted"})])

@@ -32,7 +32,7 @@ def test_a_branch_replays_hash_for_hash_and_a_forged_result_is_named(
     assert kinds[:3] == ["train", "evaluate", "diagnose"] and kinds.count("train") == 2  # main's, then its own
 
     replayed = run(cli_env, "replay", str(candidate))
-    assert replayed.returncode == 0, replayed.stderr
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr[-300:]
     assert replayed.stdout.splitlines()[-1].startswith(f"identical: {len(kinds)} tasks re-executed")
     assert "train" in replayed.stdout and "policy " in replayed.stdout
 
