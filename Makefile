@@ -2,6 +2,7 @@
 #   make test   create .venv, install everything, run the whole test suite
 #   make demo   create .venv, install everything, run the demo transcript
 #   make bench  run the benchmarks (each prints its ratio against a baseline)
+#   make compare  the loop against the fixed recipe over 3 seeds (README's figures)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench lint schemas clean
+.PHONY: install test demo bench compare lint schemas clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +42,9 @@ bench: install
 	$(PY) bench/train.py
 	$(PY) bench/diagnose.py
 	$(PY) bench/sandbox.py
+
+compare: install
+	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3
 
 lint: install
 	$(PY) -m ruff check .

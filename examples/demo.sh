@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 ev() { echo "\$ evotrainer $*"; .venv/bin/evotrainer "$@" 2> >(grep -v -e Warning -e warn -e '%|' >&2); echo; }
 x="demo-$(date +%H%M%S)"
 
-ev experiment create "$x" --domain math --description "evotrainer demo" > /dev/null
+ev experiment create "$x" --domain math --config '{"domain": "math:digit_add"}' --description "evotrainer demo" > /dev/null
 ev harness record "$x/main"
 ev train "$x/main"
 ev evaluate "$x/main" --k 4 --tasks 32

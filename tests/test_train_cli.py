@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
 from tests.test_cli import run
 
 
 @pytest.mark.slow
 def test_train_then_evaluate_records_events_and_artifacts(cli_env: dict[str, str]) -> None:
-    assert run(cli_env, "experiment", "create", "t").returncode == 0
+    assert run(cli_env, "experiment", "create", "t", "--domain", "math", "--config", '{"domain": "math:digit_add"}'
+               ).returncode == 0
     recorded = run(cli_env, "harness", "record", "t/main", "--spec", '{"grpo": {"max_steps": 2, "num_generations": 4}}')
     assert recorded.returncode == 0, recorded.stderr
     harness = recorded.stdout.split()[1]
@@ -50,10 +54,13 @@ def test_train_then_evaluate_records_events_and_artifacts(cli_env: dict[str, str
     assert "artifact" in audited.stdout and "evidence_sha256" in audited.stdout and "corrupt" in audited.stdout
 
 
-def test_training_refuses_bad_requests_before_spending_compute(cli_env: dict[str, str]) -> None:
-    run(cli_env, "experiment", "create", "t")
+def test_training_refuses_bad_requests_before_spending_compute(cli_env: dict[str, str], store: EventStore) -> None:
+    run(cli_env, "experiment", "create", "t", "--domain", "math")
+    run(cli_env, "experiment", "create", "bare")  # names no domain
     for args, message in [
         (["train", "nope/main"], "no branch"),
+        (["train", "bare/main"], "names no domain: pass --domain"),
+        (["evaluate", "bare/main"], "names no domain: pass --domain"),
         (["train", "t/main", "--domain", "bogus"], "unknown domain"),
         (["train", "t/main", "--steps", "0"], "max_steps"),
         (["train", "t/main", "--group-size", "1"], "num_generations"),
@@ -62,3 +69,39 @@ def test_training_refuses_bad_requests_before_spending_compute(cli_env: dict[str
         result = run(cli_env, *args)
         assert result.returncode == 2 and message in result.stderr, (args, result.stderr)
         assert result.stderr.count("\n") == 1
+    assert [e.type for e in store.read_branch(BranchRef("bare", "main"))] == ["ExperimentCreated"]
+
+
+def requested(store: EventStore, ref: str) -> list[dict[str, Any]]:
+    """The inputs of the tasks requested on a branch, oldest first."""
+    branch = BranchRef.parse(ref)
+    return [{"kind": e.payload["kind"], **e.payload["inputs"]} for e in store.read_branch(branch)
+            if e.type == "TaskRequested" and e.branch == branch.branch]
+
+
+def test_a_code_experiment_is_trained_and_evaluated_on_code_by_default(
+    cli_env: dict[str, str], store: EventStore
+) -> None:
+    # With a broker configured the CLI only requests the task: what it asks for is the point here.
+    env = {**cli_env, "EVOTRAINER_BROKER_URL": "redis://127.0.0.1:1/0"}
+    assert run(env, "experiment", "create", "c", "--domain", "code").returncode == 0
+    protocol = {"k": 2, "eval_tasks": 3, "temperature": 0.5, "seed": 7}
+    assert run(env, "harness", "record", "c/main", "--spec", json.dumps({"evaluation": protocol})).returncode == 0
+    assert run(env, "fork", "c/main", "b").returncode == 0
+    for args in (["evaluate", "c/b"], ["train", "c/b"], ["evaluate", "c/b", "--domain", "math:digit_add", "--k", "5"]):
+        result = run(env, *args)
+        assert result.returncode == 0 and result.stdout.startswith(f"requested {args[0]} task"), result.stderr
+    evaluation, training, overridden = requested(store, "c/b")
+    assert evaluation["kind"] == "evaluate" and evaluation["domain"] == "code"
+    assert {name: evaluation[name] for name in protocol} == protocol  # the harness's evaluation protocol
+    assert training["kind"] == "train" and training["domain"] == "code"
+    assert overridden["domain"] == "math:digit_add" and overridden["k"] == 5  # options still win
+    assert {name: overridden[name] for name in ("eval_tasks", "temperature", "seed")} == {
+        "eval_tasks": 3, "temperature": 0.5, "seed": 7}
+
+    # `evotrainer run` records the full domain spec in the experiment's config: that wins.
+    assert run(env, "experiment", "create", "d", "--domain", "math", "--config", '{"domain": "math:digit_add"}'
+               ).returncode == 0
+    assert run(env, "evaluate", "d/main").returncode == 0
+    (default,) = requested(store, "d/main")
+    assert default["domain"] == "math:digit_add" and (default["k"], default["eval_tasks"]) == (8, 32)

@@ -10,7 +10,9 @@ where they are set.
 
 from __future__ import annotations
 
-from celery import Celery
+from typing import Any
+
+from celery import Celery, signals
 from kombu import Exchange, Queue
 
 from evotrainer.fleet.config import QUEUES, FleetConfig
@@ -58,6 +60,15 @@ def make_app(cfg: FleetConfig) -> Celery:
         worker_enable_remote_control=False,
     )
     return app
+
+
+@signals.celeryd_after_setup.connect
+def _quiet_libraries(**_: Any) -> None:
+    """Once the worker's logging is set up: the training libraries' warnings and loading
+    bars go to EVOTRAINER_HOME/logs/libraries.log, not into the worker's log."""
+    from evotrainer.training.progress import quiet_libraries
+
+    quiet_libraries()
 
 
 def fleet_config() -> FleetConfig:

@@ -3,6 +3,7 @@
     evotrainer run examples/digits.toml      # train, diagnose, propose, backtest, fork, promote
     evotrainer promote demo/lr-up            # exit 0 promoted, 1 rejected, 2 usage error
     evotrainer promote demo/lr-up --json
+    evotrainer compare examples/math-tiny.toml --seeds 3   # the loop against the fixed recipe
 
 The decision is recorded on EXPERIMENT/main as PromotionDecided, with the SkillRecorded of
 its intervention's outcome (--no-record: print them only). Missing evidence (no run of its
@@ -76,14 +77,57 @@ def run_command(
 ) -> None:
     """Run the evolve loop on an experiment, or resume it from its log: train, diagnose,
     propose, backtest, fork, evaluate and promote until the budget or the ideas run out."""
+    from evotrainer import config as settings
     from evotrainer.evolve.controller import run_experiment
     from evotrainer.evolve.experiment_config import ExperimentConfig
+    from evotrainer.training.progress import quiet_libraries, show_progress_lines
 
     loaded = ExperimentConfig.load(config)
     if iterations is not None:
         loaded = loaded.model_copy(update={"iterations": iterations})
+    if not settings.broker_url():  # the tasks run in this process: their output is ours to keep tidy
+        quiet_libraries()
+        show_progress_lines()
     with EventStore.connect() as store:
         summary = run_experiment(store, loaded, say=print_line)
     score = "not evaluated" if summary.best_score is None else f"Avg@k {summary.best_score:.3f}"
     print_line(f"best so far: {summary.best} ({score}); {summary.candidates} candidate versions, "
                f"{summary.promoted} promoted")
+
+
+def compare_command(
+    config: str = typer.Argument(..., help="The experiment, a TOML file (see examples/math-tiny.toml)."),
+    seeds: int = typer.Option(3, min=1, help="Seeds to run each side on."),
+    budget_steps: int | None = typer.Option(None, min=1, help="GRPO steps per side (default: the file's)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ComparisonRecorded event as JSON."),
+) -> None:
+    """Run the loop and the fixed recipe (the starting harness, never changed) at equal GRPO
+    steps for each seed, score both final policies on the held-out test half, and record
+    the gain with its bootstrap interval (resumable: run it again after a kill)."""
+    from evotrainer import config as settings
+    from evotrainer.evolve.compare import compare
+    from evotrainer.evolve.experiment_config import ExperimentConfig
+    from evotrainer.training.progress import quiet_libraries, show_progress_lines
+
+    loaded = ExperimentConfig.load(config)
+    if not settings.broker_url():
+        quiet_libraries()
+        if not as_json:
+            show_progress_lines()
+    with EventStore.connect() as store:
+        stored = compare(store, loaded, seeds, budget_steps, say=lambda line: None if as_json else print_line(line))
+    if as_json:
+        print_json({**stored.payload, "recorded_at": f"{stored.experiment}/{stored.branch}@{stored.seq}"})
+        return
+    p = stored.payload
+    print_line("seed   fixed    loop     gain  loop steps  fixed s  loop s")
+    for row in p["seeds"]:
+        fixed, loop = row["fixed"], row["loop"]
+        print_line(f"{row['seed']:>4}  {fixed['score']:6.3f}  {loop['score']:6.3f}  {row['gain']:+7.3f}  "
+                   f"{loop['steps']:>10}  {fixed['wall_seconds']:7.0f}  {loop['wall_seconds']:6.0f}")
+    low, high = p["interval"]
+    print_line(f"mean  {p['fixed_mean']:6.3f}  {p['loop_mean']:6.3f}  {p['gain']:+7.3f}  "
+               f"({p['confidence']:.0%} interval [{low:+.3f}, {high:+.3f}], seeds and {p['problems']} test problems)")
+    verdict = "ahead beyond noise" if low > 0 else "behind beyond noise" if high < 0 else "not distinguishable"
+    print_line(f"loop against fixed recipe at {p['budget_steps']} GRPO steps: {verdict}; "
+               f"recorded at {stored.experiment}/{stored.branch}@{stored.seq}")

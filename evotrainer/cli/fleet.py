@@ -38,8 +38,10 @@ def _stop_on_signals() -> threading.Event:
 def _run_in_process(cfg: Any, role: str) -> None:
     from evotrainer.fleet.inprocess import run_in_process
     from evotrainer.store import EventStore
+    from evotrainer.training.progress import quiet_libraries
 
     logging.getLogger("evotrainer.fleet").info("no EVOTRAINER_BROKER_URL: the %s runs tasks in-process", role)
+    quiet_libraries()
     stop = _stop_on_signals()
     with EventStore.connect() as store:
         run_in_process(store, cfg, stop=stop)

@@ -95,7 +95,9 @@ def lineage_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     as_dot: bool = typer.Option(False, "--dot", help="Print a Graphviz digraph."),
 ) -> None:
-    """The branch tree: each branch's fork point, status (promoted/rejected/running), head and scores."""
+    """The branch tree: each branch's fork point, status (incumbent: the best so far; start,
+    promoted, rejected, running: not decided yet), head and scores."""
+    from evotrainer.evolve.promotion import incumbent_of
     from evotrainer.lineage.dag import LineageDAG
     from evotrainer.lineage.projections import Projector
     from evotrainer.lineage.tree import as_json as tree_json
@@ -108,7 +110,8 @@ def lineage_command(
         dag = LineageDAG.from_store(store, experiment)
         if experiment is not None and not dag.nodes:
             raise UsageError(f"no experiment {experiment}")
-        info = summaries(store.conn, experiment)
+        incumbents = {str(incumbent_of(store, name)) for name in {ref.partition("/")[0] for ref in dag.nodes}}
+        info = summaries(store.conn, experiment, incumbents)
     if as_json:
         print_json(tree_json(dag, info))
     elif as_dot:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import typer
 
 from evotrainer.cli.render import print_json, print_table
-from evotrainer.errors import EvotrainerError
+from evotrainer.errors import EvotrainerError, UsageError
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, StoredEvent
 
@@ -18,6 +18,20 @@ def latest_policy(store: EventStore, ref: BranchRef) -> str | None:
     from evotrainer.evolve.promotion import newest_policy
 
     return newest_policy(store.read_branch(ref))
+
+
+def experiment_domain(store: EventStore, ref: BranchRef) -> str:
+    """The domain the branch's experiment was created for: the full spec in its config
+    (`evotrainer run` records e.g. math:digit_add there), else its domain (math, code, swe);
+    UsageError when it names neither."""
+    created = store.read_branch(BranchRef(ref.experiment, "main"), upto_seq=1)[0].payload
+    config = created.get("config")
+    spec = config.get("domain") if isinstance(config, dict) else None
+    if isinstance(spec, str) and spec:
+        return spec
+    if created.get("domain"):
+        return str(created["domain"])
+    raise UsageError(f"experiment {ref.experiment} names no domain: pass --domain (see `evotrainer domains list`)")
 
 
 def _describe(event: StoredEvent) -> str:
@@ -49,7 +63,9 @@ def _summary(events: list[StoredEvent]) -> list[tuple[object, ...]]:
 
 def train_command(
     ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH to train on."),
-    domain: str = typer.Option("math:digit_add", help="Task domain (see `evotrainer domains list`)."),
+    domain: str = typer.Option(
+        None, help="Task domain (see `evotrainer domains list`; default: the experiment's own)."
+    ),
     policy: str = typer.Option(
         "latest", help="'latest' (the branch's newest checkpoint, else tiny), tiny, smollm2, hf:DIR or a sha256."
     ),
@@ -69,7 +85,7 @@ def train_command(
              "num_generations": group_size, "prompts_per_step": prompts_per_step}  # fmt: skip
     overrides = {k: v for k, v in given.items() if v is not None}
 
-    def inputs(store: EventStore, branch: BranchRef) -> dict[str, object]:
+    def inputs(store: EventStore, branch: BranchRef, domain: str) -> dict[str, object]:
         start = latest_policy(store, branch) if policy == "latest" else policy
         harness = branch_harness(store, branch)
         settings = harness.spec.to_grpo_settings(**overrides).to_dict()
@@ -83,45 +99,55 @@ def train_command(
 
 def evaluate_command(
     ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH whose policy is evaluated."),
-    domain: str = typer.Option("math:digit_add", help="Task domain."),
+    domain: str = typer.Option(None, help="Task domain (default: the experiment's own)."),
     policy: str = typer.Option("latest", help="'latest' or a policy spec as for `train`."),
-    k: int = typer.Option(8, help="Samples per problem (Avg@k)."),
-    tasks: int = typer.Option(32, help="Held-out problems."),
-    seed: int = typer.Option(0, help="Sampling seed."),
+    k: int = typer.Option(None, help="Samples per problem, Avg@k (default: the branch harness's evaluation.k)."),
+    tasks: int = typer.Option(None, help="Held-out problems (default: evaluation.eval_tasks)."),
+    temperature: float = typer.Option(None, help="Sampling temperature (default: evaluation.temperature)."),
+    seed: int = typer.Option(None, help="Sampling seed (default: evaluation.seed)."),
     as_json: bool = typer.Option(False, "--json", help="Print the task's events as JSON."),
 ) -> None:
-    """Request Avg@k on the held-out split (an `evaluate` task) and, without a broker, run it here."""
+    """Request Avg@k on the held-out split (an `evaluate` task) and, without a broker, run it
+    here: under the branch harness's evaluation protocol unless options override it."""
+    from evotrainer.harness.versions import branch_harness
     from evotrainer.training.task import evaluation_request
 
-    def inputs(store: EventStore, branch: BranchRef) -> dict[str, object]:
+    def inputs(store: EventStore, branch: BranchRef, domain: str) -> dict[str, object]:
         spec = latest_policy(store, branch) if policy == "latest" else policy
-        request = evaluation_request(
-            {"domain": domain, "policy": spec or "tiny", "k": k, "eval_tasks": tasks, "seed": seed}
-        )
+        protocol = branch_harness(store, branch).spec.evaluation
+        given = {"k": k, "eval_tasks": tasks, "temperature": temperature, "seed": seed}
+        defaults = {"k": protocol.k, "eval_tasks": protocol.eval_tasks, "temperature": protocol.temperature,
+                    "seed": protocol.seed}  # fmt: skip
+        settings = {name: defaults[name] if value is None else value for name, value in given.items()}
+        request = evaluation_request({"domain": domain, "policy": spec or "tiny", **settings})
         return request.to_dict()
 
     _run_task(ref, "evaluate", inputs, domain, as_json)
 
 
 def _run_task(
-    ref: str, kind: str, build_inputs: Callable[[EventStore, BranchRef], dict[str, object]], domain: str,
-    as_json: bool,
+    ref: str, kind: str, build_inputs: Callable[[EventStore, BranchRef, str], dict[str, object]],
+    domain: str | None, as_json: bool,
 ) -> None:
     """Validate, request, and (with no broker) execute in this process; report its events."""
     from evotrainer import config
     from evotrainer.domains import get_domain
     from evotrainer.fleet import request_task, run_in_process
+    from evotrainer.training.progress import quiet_libraries, show_progress_lines
 
     branch = BranchRef.parse(ref, allow_seq=False)
-    get_domain(domain)  # refuse an unknown domain before anything is recorded
     with EventStore.connect() as store:
         store.branch(branch)
+        domain = domain or experiment_domain(store, branch)
+        get_domain(domain)  # refuse an unknown domain before anything is recorded
         task_id = f"{kind}-{uuid.uuid4().hex[:12]}"
-        requested = request_task(store, branch, kind, task_id, build_inputs(store, branch))
+        requested = request_task(store, branch, kind, task_id, build_inputs(store, branch, domain))
         if config.broker_url():
             typer.echo(f"requested {kind} task {task_id} on {branch} (seq {requested.seq}); "
                        "a worker will run it: see `evotrainer tasks`")
             return
+        quiet_libraries()
+        show_progress_lines()
         run_in_process(store)
         produced = [e for e in store.read_branch(branch, after_seq=requested.seq - 1)
                     if (e.idempotency_key or "").startswith(f"{task_id}:")

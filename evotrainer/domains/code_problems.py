@@ -4,6 +4,13 @@ Function tasks follow HumanEval's convention: the prompt is a signature and docs
 the completion continues the body (a completion that defines the function itself is
 accepted too), and each test is an `assert` over `candidate`. Stdio tasks (APPS,
 CodeContests) take a whole program and compare its stdout per test input.
+
+Generated levels, easiest first:
+  constant  `plus_37(x)`, "Return x plus 37." -> `return x+37` (copy an operator and a
+            constant from the prompt; ~1,600 distinct prompts, so held-out prompts are new)
+  trivial   add_k / times_k / identity / negate / add (k in 1..9: ~20 distinct prompts)
+  simple    square, maximum, is_even, length, reverse, total
+  loop      count_positive, factorial
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.domains.base import Task
+from evotrainer.domains.splits import rng_for
 from evotrainer.errors import UsageError
 
 # name, level, signature args, docstring, body, python function for expected values,
@@ -66,11 +74,50 @@ def _templates(k: int) -> list[_Spec]:
     ]  # fmt: skip
 
 
-GENERATED_LEVELS = ("trivial", "simple", "loop")
+GENERATED_LEVELS = ("constant", "trivial", "simple", "loop")
+DEFAULT_LEVELS = ("trivial", "simple", "loop")
+"""What plain `code` generates: the levels it had before `constant`, so its tasks (and every
+hash recorded from them) stay as they were. Ask for `code:constant` by name."""
+
+# The constant level's operators: name prefix, docstring, body, value. `{k}` is the constant.
+_CONSTANT_OPS: tuple[tuple[str, str, str, Callable[[int, int], int]], ...] = (
+    ("plus", "Return {a} plus {k}.", "{a}+{k}", lambda a, k: a + k),
+    ("minus", "Return {a} minus {k}.", "{a}-{k}", lambda a, k: a - k),
+    ("times", "Return {a} times {k}.", "{a}*{k}", lambda a, k: a * k),
+    ("from", "Return {k} minus {a}.", "{k}-{a}", lambda a, k: k - a),
+)
+_CONSTANT_ARGS = ("x", "n", "v", "y")
+
+
+def generate_constant_task(rng: random.Random, n_tests: int = 5) -> dict[str, Any]:
+    """A `constant` problem: 4 operators x 98 constants x 4 argument names = 1,568 prompts.
+
+    The answer copies the operator and the constant from the docstring, a skill that carries
+    over to constants a policy never trained on. The tests are drawn from the prompt alone,
+    so a prompt always comes with the same tests: the split, a hash of prompt and tests, then
+    puts each prompt wholly in train or in eval, and held-out prompts are truly unseen.
+    """
+    prefix, doc, body, fn = rng.choice(_CONSTANT_OPS)
+    k, arg = rng.randint(2, 99), rng.choice(_CONSTANT_ARGS)
+    name = f"{prefix}_{k}"
+    prompt = f'def {name}({arg}):\n    """{doc.format(a=arg, k=k)}"""\n'
+    inputs = rng_for("code-constant-tests", prompt).sample(range(-20, 21), n_tests)
+    return {
+        "prompt": prompt,
+        "reference": f"    return {body.format(a=arg, k=k)}\n",
+        "level": "constant",
+        "entry_point": name,
+        "tests": tuple(f"assert candidate({x!r}) == {fn(x, k)!r}" for x in inputs),
+        "setup": "",
+    }
 
 
 def generate_function_task(rng: random.Random, levels: tuple[str, ...], n_tests: int = 5) -> dict[str, Any]:
     """One generated problem as a plain dict (turned into a Task by the domain)."""
+    # `constant` is decided first and draws nothing when absent, so the other levels' random
+    # streams (and their recorded tasks) are exactly what they were before it existed.
+    if "constant" in levels and (levels == ("constant",) or rng.randrange(len(levels)) == 0):
+        return generate_constant_task(rng, n_tests)
     specs = [s for s in _templates(rng.randint(1, 9)) if s[1] in levels]
     name, level, args, doc, body, fn, inputs = rng.choice(specs)
     prompt = f'def {name}({args}):\n    """{doc}"""\n'

@@ -2,6 +2,7 @@
 
 Levels, easiest first (the first is learnable by a ~1M-parameter character model):
   digit_add   "3+4="            -> "7"
+  column_add  "23+41="          -> "64"   (no carries: held-out sums reuse trained digit facts)
   arithmetic  "12*7="           -> "84"
   multi_step  "(4+5)*3-2="      -> "25"
   word        short templated word problems ending in "Answer:"
@@ -24,11 +25,23 @@ from evotrainer.domains.base import Domain, Episode, Split, Task
 from evotrainer.domains.splits import take_fixed, take_generated
 from evotrainer.errors import UsageError
 
-LEVELS = ("digit_add", "arithmetic", "multi_step", "word")
+LEVELS = ("digit_add", "column_add", "arithmetic", "multi_step", "word")
 
 
 def _digit_add(rng: random.Random) -> tuple[str, int]:
     a, b = rng.randint(0, 9), rng.randint(0, 9)
+    return f"{a}+{b}=", a + b
+
+
+def _column_add(rng: random.Random) -> tuple[str, int]:
+    """Two-digit sums without carries ("23+41="): each answer digit is one digit fact of
+    its column, so what a policy learns on training sums carries over to held-out ones
+    (single-digit sums are a lookup table: the held-out facts are never trained on)."""
+    tens = rng.randint(1, 8)
+    b_tens = rng.randint(1, 9 - tens)
+    ones = rng.randint(0, 9)
+    b_ones = rng.randint(0, 9 - ones)
+    a, b = 10 * tens + ones, 10 * b_tens + b_ones
     return f"{a}+{b}=", a + b
 
 
@@ -69,7 +82,8 @@ def _word(rng: random.Random) -> tuple[str, int]:
     return f"{text} Answer:", answer
 
 
-_GENERATORS = {"digit_add": _digit_add, "arithmetic": _arithmetic, "multi_step": _multi_step, "word": _word}
+_GENERATORS = {"digit_add": _digit_add, "column_add": _column_add, "arithmetic": _arithmetic,
+               "multi_step": _multi_step, "word": _word}  # fmt: skip
 
 
 def load_gsm8k_jsonl(path: Path) -> list[Task]:

@@ -20,6 +20,7 @@ from evotrainer.events.experiment import BranchForked, ExperimentCreated
 from evotrainer.events.harness import DiagnosisRecorded, DiagnosticRevised, Finding, HarnessVersioned
 from evotrainer.events.intervention import (
     BacktestCompleted,
+    ComparisonRecorded,
     InterventionProposed,
     PromotionDecided,
     SkillRecorded,
@@ -35,6 +36,7 @@ from evotrainer.events.task import TaskCompleted, TaskFailed, TaskRequested
 __all__ = [
     "BacktestCompleted",
     "BranchForked",
+    "ComparisonRecorded",
     "DiagnosisRecorded",
     "DiagnosticRevised",
     "EvaluationRecorded",

@@ -71,3 +71,22 @@ class SkillRecorded(Event):
     successes: int = Field(default=0, ge=0)
     failures: int = Field(default=0, ge=0)
     effect_size: float | None = None
+
+
+@register
+class ComparisonRecorded(Event):
+    """`evotrainer compare`: the loop against the fixed recipe at equal GRPO steps, over seeds,
+    both final policies scored on the held-out test half (never used for selection)."""
+
+    experiment: str = Field(min_length=1, description="the experiment file's name")
+    config_sha256: str = Field(pattern=_SHA, description="sha256 of the experiment file's validated contents")
+    budget_steps: int = Field(ge=1)
+    seeds: list[dict[str, Any]] = Field(
+        description="per seed: loop and fixed experiments, final policies, test scores, steps, wall seconds"
+    )
+    loop_mean: float
+    fixed_mean: float
+    gain: float = Field(description="loop minus fixed, mean over seeds and problems")
+    interval: list[float] = Field(min_length=2, max_length=2, description="bootstrap interval of the gain")
+    confidence: float = Field(gt=0, lt=1)
+    problems: int = Field(ge=0, description="test problems per seed")

@@ -1,15 +1,20 @@
 """The evolve controller: DESIGN.md's loop as a process manager over the log.
 
-    evotrainer run examples/digits.toml
-    run_experiment(store, ExperimentConfig.load("examples/digits.toml"), say=print)
+    evotrainer run examples/math-tiny.toml
+    run_experiment(store, ExperimentConfig.load("examples/math-tiny.toml"), say=print)
 
-Each round it makes sure the best so far has a training run, an evaluation of its newest
-policy and a diagnosis of that run (requesting the tasks it lacks); asks the built-in
-proposer for single-field changes that answer the diagnosed conditions, ranked by the
-skill library; backtests each one a backtest can judge, dropping those that fail; forks a
-branch for the first survivor; trains, evaluates and diagnoses it; and lets the
-promotion gate decide (which also records the skill). It stops after `iterations`
-candidate branches, or when nothing is left to propose.
+It starts by evaluating the untrained starting policy on main: doing nothing is the first
+incumbent, which every candidate must beat. Each round it makes sure the best so far has an
+evaluation of its newest policy and a diagnosis of its run (requesting the tasks it lacks);
+then picks the next candidate, a fork of the best so far that trains its newest policy
+further: under the same harness (a continuation) or under one single-field change the
+proposer ranked first (backtested first where a backtest can judge it, and dropped if
+refuted). The candidate is trained, evaluated on the selection half of the held-out split
+and diagnosed, and the promotion gate decides (recording the skill). So the promoted chain
+accumulates training as a fixed recipe does, and a chunk of training that does not help
+beyond noise is not kept. It stops after `iterations` candidates, when the next one would
+overrun `budget_steps` (every candidate's steps count, rejected ones included), or when
+nothing is left to propose.
 
 It holds no state of its own. Each step looks in the log for its result before doing
 anything; task ids and idempotency keys are derived from what they act on; a candidate
@@ -27,7 +32,13 @@ from evotrainer.backtest.replay import NotBacktestableError, backtest_kind
 from evotrainer.domains import get_domain
 from evotrainer.errors import AlreadyExistsError, UsageError
 from evotrainer.events import InterventionProposed
-from evotrainer.evolve.execute import backtest_failures, check_backtest, fork_for_intervention
+from evotrainer.evolve.execute import (
+    backtest_failures,
+    check_backtest,
+    fork_for_intervention,
+    fork_to_continue,
+    is_continuation,
+)
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.evolve.promotion import (
     DECISIONS_BRANCH,
@@ -39,7 +50,14 @@ from evotrainer.evolve.promotion import (
     record_promotion,
     reject_unrunnable,
 )
-from evotrainer.evolve.proposer import Proposal, builtin_proposals, current_value
+from evotrainer.evolve.proposer import (
+    Proposal,
+    builtin_proposals,
+    continuation_gain,
+    current_value,
+    expected_gain,
+    reward_trend,
+)
 from evotrainer.evolve.skills import direction, skill_library
 from evotrainer.evolve.tasks import TaskFailedError, run_task
 from evotrainer.harness.intervention import design_intervention
@@ -49,9 +67,6 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 Say = Callable[[str], None]
-EVALUATION_COMPLETION_TOKENS = 16
-"""Completion budget of evaluations: fixed, so a change to training's length budget does not
-change the protocol scores are compared under."""
 _BACKTEST_HEADLINES = ("dead_groups_rescued", "ordering_violations_introduced", "correct_cut_fraction",
                        "effective_data_fraction")  # fmt: skip
 
@@ -62,6 +77,9 @@ class RunSummary:
     best_score: float | None
     candidates: int
     promoted: int
+    steps_spent: int = 0
+    """GRPO steps every candidate trained, rejected ones included."""
+    best_policy: str | None = None
 
 
 def run_experiment(store: EventStore, config: ExperimentConfig, say: Say = lambda line: None) -> RunSummary:
@@ -78,12 +96,11 @@ def run_experiment(store: EventStore, config: ExperimentConfig, say: Say = lambd
             break
         incumbent = incumbent_of(store, config.name)
         run.complete(incumbent)
-        fresh = run.next_candidate(incumbent)
+        fresh = run.next_candidate(incumbent, candidates)
         if fresh is None:
-            say(f"nothing left to propose for {incumbent}: stopping after {tried} candidate versions")
             break
         run.judge(fresh)
-    return run.summary(main, tried)
+    return run.summary(main, run.candidates())
 
 
 class _Run:
@@ -109,14 +126,30 @@ class _Run:
             started = recorded[0].payload["harness_hash"][:12]
             raise UsageError(f"experiment {config.name} started under harness {started}, not this file's "
                              f"{spec.address()[:12]}: give the changed experiment a new name")  # fmt: skip
+        if newest_policy(self.store.read_branch(main)) is None:
+            # Doing nothing is the first candidate to beat: the starting policy is scored on
+            # main (its evaluation task records the checkpoint) before anything trains.
+            self._evaluate(main, self.config.policy)
         return main
 
     # -- the log's view ------------------------------------------------------------
 
     def candidates(self) -> list[BranchRef]:
-        """Branches that run an intervention (fork_for_intervention's), oldest first."""
-        return [info.ref for info in self.store.branches(self.config.name) if info.name != DECISIONS_BRANCH
-                and intervention_of(self.store.read_branch(info.ref), info.ref) is not None]  # fmt: skip
+        """Branches that run an intervention (fork_for_intervention's) or continue the best
+        so far (fork_to_continue's), oldest first."""
+        out = []
+        for info in self.store.branches(self.config.name):
+            if info.name == DECISIONS_BRANCH:
+                continue
+            history = self.store.read_branch(info.ref)
+            if is_continuation(history, info.ref) or intervention_of(history, info.ref) is not None:
+                out.append(info.ref)
+        return out
+
+    def steps_spent(self, candidates: list[BranchRef]) -> int:
+        """GRPO steps the candidates trained on their own branches (rejected ones too)."""
+        return sum(int(e.payload["steps"]) for c in candidates
+                   for e in own_events(self.store.read_branch(c), c) if e.type == "TrainingCompleted")  # fmt: skip
 
     def unjudged(self, candidates: list[BranchRef]) -> list[BranchRef]:
         judged = {e.payload["candidate"] for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
@@ -126,49 +159,60 @@ class _Run:
     # -- steps ---------------------------------------------------------------------
 
     def complete(self, branch: BranchRef) -> None:
-        """Train (if the branch has no run of its own), evaluate its newest policy and
-        diagnose its run, each only if the log does not have it yet."""
+        """Train (if the branch is a candidate with no run of its own), evaluate its newest
+        policy and diagnose its run, each only if the log does not have it yet. Main trains
+        nothing: it holds the starting policy."""
         history = self.store.read_branch(branch)
         harness = harness_of(history)
         own = own_events(history, branch)
-        if not any(e.type == "RolloutsRecorded" for e in own):
-            policy = newest_policy(history) or self.config.policy
-            settings = harness.spec.to_grpo_settings().to_dict()
-            inputs = {"domain": self.config.domain, "policy": policy, "settings": settings,
-                      "harness_hash": harness.address}  # fmt: skip
-            produced = self._task(branch, "train", inputs)
-            summary = next(e.payload["summary"] for e in produced if e.type == "RolloutsRecorded")
-            self.say(f"{branch}: trained, dead groups {summary.get('dead_group_ratio', 0):.0%}, "
-                     f"mean reward {summary.get('mean_reward', 0):.3f}")  # fmt: skip
+        if branch.branch != DECISIONS_BRANCH and not any(e.type == "RolloutsRecorded" for e in own):
+            self._train(branch, history, harness.spec, harness.address)
             history = self.store.read_branch(branch)
             own = own_events(history, branch)
         newest = newest_policy(history)
         protocol = self._protocol(harness.spec)
         if not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == newest
                    and evaluation_protocol(e) == protocol for e in history):  # fmt: skip
-            produced = self._task(branch, "evaluate", {**protocol, "policy": newest})
-            score = next(e.payload for e in produced if e.type == "EvaluationRecorded")
-            self.say(f"{branch}: {score['metric']} = {score['avg_at_k']:.3f} on {score['problems']} problems")
-        evidence = next(e.payload["evidence_sha256"] for e in reversed(own) if e.type == "RolloutsRecorded")
+            self._evaluate(branch, newest or self.config.policy, protocol)
+        runs = [e for e in own if e.type == "RolloutsRecorded"]
+        if not runs:
+            return  # main: nothing trained here, nothing to diagnose
+        evidence = runs[-1].payload["evidence_sha256"]
         if not any(e.type == "DiagnosisRecorded" and e.payload["evidence"] == evidence for e in own):
             produced = self._task(branch, "diagnose", {"evidence": evidence})
             diagnosis = next(e.payload for e in produced if e.type == "DiagnosisRecorded")
             self.say(f"{branch}: diagnosed: conditions {', '.join(diagnosis.get('conditions', [])) or 'none'}"
                      f"{', blocking' if diagnosis.get('blocking') else ''}")  # fmt: skip
 
-    def next_candidate(self, incumbent: BranchRef) -> BranchRef | None:
-        """Propose, backtest and fork the first change worth training; None when every
-        proposal was tried or dropped."""
+    def next_candidate(self, incumbent: BranchRef, candidates: list[BranchRef]) -> BranchRef | None:
+        """Fork the next candidate from the best so far: the first, by expected gain, of a
+        continuation (more of the same from its newest policy, once per policy) and the
+        proposed changes that survive their backtests; None when the budget or the ideas
+        ran out (said why)."""
         history = self.store.read_branch(incumbent)
         harness = harness_of(history)
         own = own_events(history, incumbent)
-        diagnosis = next(e for e in reversed(own) if e.type == "DiagnosisRecorded")
-        proposals = builtin_proposals(
-            harness.spec, diagnosis.payload.get("conditions", []), self.config.domain,
-            self.domain.reward_components, skill_library(self.store), self._rejected_in_a_row(),
-        )  # fmt: skip
+        spent = self.steps_spent(candidates)
+        if not self._affordable(spent, harness.spec.grpo.max_steps):
+            return None
         existing = {info.name for info in self.store.branches(self.config.name)}
+        diagnosis = next((e for e in reversed(own) if e.type == "DiagnosisRecorded"), None)
+        run = next((e for e in reversed(own) if e.type == "TrainingCompleted"), None)
+        trend = reward_trend(run.payload.get("step_metrics", [])) if run is not None else None
+        continuation = f"continue-{(newest_policy(history) or 'start')[:10]}"
+        diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
+        proposals = builtin_proposals(
+            harness.spec, diagnosed, self.config.domain, self.domain.reward_components, skill_library(self.store),
+            self._rejected_in_a_row(), trend,
+        )  # fmt: skip
+        more_of_the_same = continuation_gain(run is not None, trend)
         for proposal in proposals:
+            gain = expected_gain(proposal, harness.spec, trend, diagnosed)
+            if continuation not in existing and more_of_the_same > gain:
+                return self._continue(incumbent, continuation)
+            steps = harness.spec.with_field(proposal.field, proposal.value).grpo.max_steps
+            if not self._affordable(spent, steps, quiet=True):
+                continue  # a longer run than the budget has left
             designed = design_intervention(harness.spec, {proposal.field: proposal.value},
                                            hypothesis=proposal.hypothesis, proposer="builtin")  # fmt: skip
             ident = designed.event.intervention_id
@@ -184,7 +228,24 @@ class _Run:
             forked = fork_for_intervention(self.store, incumbent, name, ident)
             self.say(f"{incumbent}: forked {self.config.name}/{name} at seq {forked.forked.payload['fork_seq']}")
             return BranchRef(self.config.name, name)
+        if continuation not in existing:
+            return self._continue(incumbent, continuation)
+        self.say(f"nothing left to propose for {incumbent}: stopping after {len(candidates)} candidate versions")
         return None
+
+    def _continue(self, incumbent: BranchRef, name: str) -> BranchRef:
+        forked = fork_to_continue(self.store, incumbent, name)
+        self.say(f"{incumbent}: forked {self.config.name}/{name} at seq {forked.payload['fork_seq']} "
+                 "to train further under the same harness")  # fmt: skip
+        return BranchRef(self.config.name, name)
+
+    def _affordable(self, spent: int, steps: int, quiet: bool = False) -> bool:
+        budget = self.config.budget_steps
+        if budget is None or spent + steps <= budget:
+            return True
+        if not quiet:
+            self.say(f"budget spent: {spent} of {budget} GRPO steps used, a candidate needs {steps}")
+        return False
 
     def judge(self, candidate: BranchRef) -> None:
         try:
@@ -197,24 +258,42 @@ class _Run:
             stored = record_promotion(self.store, candidate)[1]
         self.say(f"{candidate}: {stored.payload['reason']}")
 
-    def summary(self, main: BranchRef, candidates: int) -> RunSummary:
+    def summary(self, main: BranchRef, candidates: list[BranchRef]) -> RunSummary:
         best = incumbent_of(self.store, self.config.name)
         history = self.store.read_branch(best)
         policy = newest_policy(history)
-        scores = [e.payload["avg_at_k"] for e in history
-                  if e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == policy]  # fmt: skip
+        protocol = self._protocol(harness_of(history).spec)
+        scores = [e.payload["avg_at_k"] for e in history if e.type == "EvaluationRecorded"
+                  and e.payload["policy_sha256"] == policy and evaluation_protocol(e) == protocol]  # fmt: skip
         decisions = [e for e in self.store.read_branch(main) if e.type == "PromotionDecided"]
         promoted = sum(e.payload["decision"] == "promoted" for e in decisions)
-        return RunSummary(best, scores[-1] if scores else None, candidates, promoted)
+        return RunSummary(best, scores[-1] if scores else None, len(candidates), promoted,
+                          self.steps_spent(candidates), policy)  # fmt: skip
 
     # -- helpers -------------------------------------------------------------------
 
     def _protocol(self, spec: HarnessSpec) -> dict[str, Any]:
-        """The evaluation protocol of a harness, in the fields the gate compares: an
-        evaluation someone ran by hand with other settings is not this one."""
-        ev = spec.evaluation
-        return {"domain": self.config.domain, "k": ev.k, "eval_tasks": ev.eval_tasks, "temperature": ev.temperature,
-                "max_completion_length": EVALUATION_COMPLETION_TOKENS, "seed": ev.seed, "data_seed": 0}  # fmt: skip
+        return selection_protocol(self.config.domain, spec)
+
+    def _train(self, branch: BranchRef, history: list[StoredEvent], spec: HarnessSpec, address: str) -> None:
+        """Train the branch's newest policy further. Each run of a chain draws its data in a
+        new order (the seed moves on by the steps the chain trained already), as one long
+        run would, instead of replaying the first steps' prompts every time."""
+        trained = sum(int(e.payload["steps"]) for e in history if e.type == "TrainingCompleted")
+        policy = newest_policy(history) or self.config.policy
+        settings = spec.to_grpo_settings(seed=spec.grpo.seed + trained).to_dict()
+        inputs = {"domain": self.config.domain, "policy": policy, "settings": settings,
+                  "train_tasks": self.config.train_tasks, "harness_hash": address}  # fmt: skip
+        produced = self._task(branch, "train", inputs)
+        summary = next(e.payload["summary"] for e in produced if e.type == "RolloutsRecorded")
+        dead, reward = summary.get("dead_group_ratio", 0), summary.get("mean_reward", 0)
+        self.say(f"{branch}: trained {spec.grpo.max_steps} steps, dead groups {dead:.0%}, mean reward {reward:.3f}")
+
+    def _evaluate(self, branch: BranchRef, policy: str, protocol: dict[str, Any] | None = None) -> None:
+        protocol = protocol or self._protocol(harness_of(self.store.read_branch(branch)).spec)
+        produced = self._task(branch, "evaluate", {**protocol, "policy": policy})
+        score = next(e.payload for e in produced if e.type == "EvaluationRecorded")
+        self.say(f"{branch}: {score['metric']} = {score['avg_at_k']:.3f} on {score['problems']} selection problems")
 
     def _task(self, branch: BranchRef, kind: str, inputs: dict[str, object]) -> list[StoredEvent]:
         return run_task(self.store, branch, kind, inputs, self.config.task_timeout_s)
@@ -246,6 +325,17 @@ class _Run:
                 break
             count += 1
         return count
+
+
+def selection_protocol(domain: str, spec: HarnessSpec, part: str = "selection") -> dict[str, Any]:
+    """The evaluation protocol of a harness, in the fields the gate compares: an evaluation
+    someone ran by hand with other settings is not this one. The gate selects on the
+    held-out split's selection half; `part="test"` is the same protocol on the other half,
+    for final reports."""
+    ev = spec.evaluation
+    return {"domain": domain, "k": ev.k, "eval_tasks": ev.eval_tasks, "temperature": ev.temperature,
+            "max_completion_length": ev.max_completion_length, "seed": ev.seed, "data_seed": 0,
+            "part": part}  # fmt: skip
 
 
 def _dropped(history: list[StoredEvent], ident: str) -> bool:

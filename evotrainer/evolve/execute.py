@@ -65,6 +65,22 @@ def fork_for_intervention(
     return ForkedIntervention(forked, harness)
 
 
+CONTINUE_REASON = "continue: train the best so far further under its own harness"
+
+
+def fork_to_continue(store: EventStore, source: BranchRef, new_branch: str) -> StoredEvent:
+    """Fork `source` at its head into `new_branch`, which trains the source's newest policy
+    further under the source's harness (no change): the candidate that answers "does more
+    of the same still help?", judged by the gate like any other."""
+    return store.fork(source, new_branch, CONTINUE_REASON)
+
+
+def is_continuation(history: list[StoredEvent], ref: BranchRef) -> bool:
+    """Whether the branch was forked by fork_to_continue."""
+    return any(e.type == "BranchForked" and e.payload.get("reason") == CONTINUE_REASON
+               and e.experiment == ref.experiment and e.branch == ref.branch for e in history)  # fmt: skip
+
+
 def check_backtest(history: list[StoredEvent], source: BranchRef, proposal: InterventionProposed) -> None:
     """Refuse an intervention that failed its backtest, or one that could have had a
     backtest and has none."""

@@ -4,6 +4,8 @@
     domain = "math:digit_add"      # a domain and variant (`evotrainer domains list`)
     policy = "tiny"                # the base policy: tiny, smollm2, hf:DIR or a sha256
     iterations = 3                 # candidate versions to train, at most, counted from the log
+    budget_steps = 160             # GRPO steps over all candidates, rejected ones included
+    train_tasks = 512              # training problems each run draws from
 
     [harness.grpo]                 # the starting harness: fields of the default spec to change
     max_steps = 20
@@ -32,6 +34,11 @@ class ExperimentConfig(BaseModel):
     domain: str = "math:digit_add"
     policy: str = "tiny"
     iterations: int = Field(default=3, ge=1, strict=True, description="candidate versions to train, at most")
+    budget_steps: int | None = Field(
+        default=None, ge=1, strict=True,
+        description="GRPO steps the loop may spend over all candidates, rejected ones included (none: no limit)",
+    )
+    train_tasks: int = Field(default=64, ge=1, strict=True, description="training problems each run draws from")
     harness: dict[str, Any] = Field(default_factory=dict, description="fields of the default harness spec to change")
     task_timeout_s: float = Field(default=3600.0, gt=0, description="with a broker: how long to wait for a task")
 

@@ -43,6 +43,7 @@ from evotrainer.diagnostics.diagnose import blocking_reasons
 from evotrainer.diagnostics.rules import conditions
 from evotrainer.errors import ConcurrencyError, UsageError
 from evotrainer.events import Finding, PromotionDecided, SkillRecorded
+from evotrainer.evolve.bootstrap import bootstrap_interval
 from evotrainer.evolve.skills import skill_event, trigger_of
 from evotrainer.harness.criterion import check_criterion
 from evotrainer.harness.spec import HarnessSpec
@@ -51,7 +52,7 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, GlobalPosition, NewEvent, StoredEvent
 
 DECISIONS_BRANCH = "main"
-PROTOCOL_FIELDS = ("domain", "k", "eval_tasks", "temperature", "max_completion_length", "seed", "data_seed")
+PROTOCOL_FIELDS = ("domain", "k", "eval_tasks", "temperature", "max_completion_length", "seed", "data_seed", "part")
 MAX_ATTEMPTS = 5
 """Decisions to try when other appends to main keep moving its head."""
 _SCORE_TOLERANCE = 1e-9
@@ -128,14 +129,22 @@ def decide_promotion(
     score, base_score = float(evaluation.payload["avg_at_k"]), float(baseline.payload["avg_at_k"])
     margin = score - base_score
     blocking = _blocking(diagnosis, harness.spec)
-    beats = margin > _SCORE_TOLERANCE and margin >= gate.min_margin - _SCORE_TOLERANCE
+    paired = paired_results(artifacts, evaluation.payload["results_sha256"], baseline.payload["results_sha256"],
+                            confidence=gate.confidence, samples=gate.bootstrap_samples)  # fmt: skip
+    low = paired["interval"][0] if paired and paired.get("interval") else None
+    beats = low is not None and low > gate.min_margin + _SCORE_TOLERANCE
     metric = evaluation.payload["metric"]
+    interval = (f"{gate.confidence:.0%} interval of the gain [{paired['interval'][0]:+.4f}, "
+                f"{paired['interval'][1]:+.4f}]" if low is not None and paired else "no per-problem interval")
     comparison = (f"{metric} {score:.4f} against {base_score:.4f} of {incumbent} "
-                  f"(margin {margin:+.4f}, gate {gate.min_margin:g})")
+                  f"(gain {margin:+.4f}, {interval}, must clear {gate.min_margin:g})")
     if blocking:
         reason = f"rejected: blocking diagnostic ({'; '.join(blocking)}); {comparison}"
+    elif low is None:
+        reason = ("rejected: the per-problem results of both evaluations are needed for the gate's interval; "
+                  f"{comparison}")
     elif not beats:
-        reason = f"rejected: does not beat the best so far by the gate's margin; {comparison}"
+        reason = f"rejected: does not beat the best so far beyond noise; {comparison}"
     else:
         reason = f"promoted: {comparison}, no blocking diagnostic"
 
@@ -148,8 +157,7 @@ def decide_promotion(
         "diagnosis": {"event_id": diagnosis.event_id, "evidence": diagnosis.payload["evidence"]},
         "protocol": protocol,
         "gate": {"harness_hash": harness.address, **gate.model_dump(mode="json")},
-        "per_problem": paired_results(
-            artifacts, evaluation.payload["results_sha256"], baseline.payload["results_sha256"]),
+        "per_problem": paired,
     }  # fmt: skip
     if proposal is not None:
         evidence["criterion"] = _verify_criterion(history, proposal, margin)
@@ -331,13 +339,17 @@ def _verify_criterion(history: list[StoredEvent], proposal: dict[str, Any], marg
             "unchecked": list(verdict.unchecked), "outcome": outcome}  # fmt: skip
 
 
-def paired_results(artifacts: ArtifactStore | None, candidate_sha: str, baseline_sha: str) -> dict[str, Any] | None:
+def paired_results(
+    artifacts: ArtifactStore | None, candidate_sha: str, baseline_sha: str, *, confidence: float = 0.95,
+    samples: int = 2000,
+) -> dict[str, Any] | None:
     """Problem by problem, the candidate's Avg@k against the baseline's (the same problems,
-    by task id): how many improved or regressed, and the mean gain with its paired standard
-    error. None when either results artifact is not in this artifact store."""
+    by task id): how many improved or regressed, the mean gain with its paired standard
+    error, and a paired bootstrap interval of the mean gain (`interval`, None with fewer
+    than two problems). None when either results artifact is not in this artifact store."""
     store = artifacts or open_store()
     try:
-        ours, theirs = _per_problem(store.get(candidate_sha)), _per_problem(store.get(baseline_sha))
+        ours, theirs = per_problem(store.get(candidate_sha)), per_problem(store.get(baseline_sha))
     except ArtifactMissingError:
         return None
     common = sorted(set(ours) & set(theirs))
@@ -345,10 +357,13 @@ def paired_results(artifacts: ArtifactStore | None, candidate_sha: str, baseline
     n = len(gains)
     mean = sum(gains) / n if n else 0.0
     stderr = math.sqrt(sum((g - mean) ** 2 for g in gains) / (n - 1) / n) if n > 1 else None
+    interval = list(bootstrap_interval([gains], confidence, samples)) if n > 1 else None
     return {"problems": n, "better": sum(g > 0 for g in gains), "worse": sum(g < 0 for g in gains),
-            "same": sum(g == 0 for g in gains), "mean_gain": mean, "standard_error": stderr}  # fmt: skip
+            "same": sum(g == 0 for g in gains), "mean_gain": mean, "standard_error": stderr,
+            "interval": interval, "confidence": confidence, "bootstrap_samples": samples}  # fmt: skip
 
 
-def _per_problem(data: bytes) -> dict[str, float]:
+def per_problem(data: bytes) -> dict[str, float]:
+    """Avg@k per task id, from an evaluation's results artifact."""
     rows = (json.loads(line) for line in data.splitlines() if line.strip())
     return {row["task_id"]: float(row["avg"]) for row in rows}

@@ -22,12 +22,12 @@ the method's escalation rule says; otherwise the order above.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from evotrainer.errors import UsageError
-from evotrainer.evolve.skills import NO_CONDITION, SkillLibrary, direction, trigger_for
+from evotrainer.evolve.skills import NO_CONDITION, SkillLibrary, answers, direction, trigger_for
 from evotrainer.harness.spec import HarnessSpec
 
 ESCALATE_AFTER = 2
@@ -47,6 +47,53 @@ class Proposal:
         return self.value is False or self.value == 0
 
 
+def reward_trend(step_metrics: Sequence[Mapping[str, Any]]) -> float | None:
+    """How much the mean training reward rose over a run: the last third's mean minus the
+    first third's (None for a run too short to tell). Positive: still climbing when it
+    stopped; negative: the run made its own reward worse."""
+    rewards = [float(m["reward"]) for m in step_metrics if isinstance(m.get("reward"), int | float)]
+    if len(rewards) < 3:
+        return None
+    third = len(rewards) // 3
+    return sum(rewards[-third:]) / third - sum(rewards[:third]) / third
+
+
+_FLAT = 0.02
+"""A reward trend within this of zero says nothing about the step size."""
+
+
+VALIDITY_CONDITIONS = ("reward_hacking", "leaked_reference", "length_gaming", "echo_trap")
+"""Conditions that say a score cannot be trusted: answering them comes before any gain."""
+
+
+def expected_gain(
+    proposal: Proposal, spec: HarnessSpec, trend: float | None, conditions: Sequence[str] = ()
+) -> float:
+    """What the evidence says of a change before any skill has: a change answering a
+    diagnosed validity condition comes first of all (whichever condition it was filed
+    under); a run still climbing when it stopped asks for a larger step; one whose reward
+    fell asks for a smaller one."""
+    if any(c in VALIDITY_CONDITIONS and answers(c, proposal.field) for c in conditions):
+        return 2.0
+    if proposal.field == "grpo.learning_rate" and trend is not None:
+        raising = proposal.value > spec.grpo.learning_rate
+        if trend > _FLAT:
+            return 1.0 if raising else -1.0
+        if trend < -_FLAT:
+            return 1.0 if not raising else -1.0
+    return 0.0
+
+
+def continuation_gain(trained: bool, trend: float | None) -> float:
+    """Where more of the same ranks among the changes (on expected_gain's scale): ahead of
+    everything but a validity fix and a step size the evidence asks for while the start is
+    untrained or the last run was still climbing; behind every change once it levelled off
+    or fell."""
+    if not trained or (trend is not None and trend > _FLAT):
+        return 0.5
+    return -0.5
+
+
 def builtin_proposals(
     spec: HarnessSpec,
     conditions: Sequence[str],
@@ -54,8 +101,10 @@ def builtin_proposals(
     reward_components: Sequence[str],
     library: SkillLibrary | None = None,
     rejected_in_a_row: int = 0,
+    trend: float | None = None,
 ) -> list[Proposal]:
-    """Every single-field change the diagnosed conditions suggest, best first."""
+    """Every single-field change the diagnosed conditions suggest, best first: by the skill
+    library's record, then by what the last run's reward trend says (expected_gain)."""
     raw: list[Proposal] = []
     for condition in conditions:
         raw.extend(_for_condition(spec, condition, reward_components))
@@ -74,11 +123,11 @@ def builtin_proposals(
         valid.append(dataclasses.replace(proposal, trigger=trigger_for(conditions, proposal.field)))
     escalate = rejected_in_a_row >= ESCALATE_AFTER
 
-    def order(indexed: tuple[int, Proposal]) -> tuple[float, bool, int]:
+    def order(indexed: tuple[int, Proposal]) -> tuple[float, float, bool, int]:
         i, p = indexed
         way = direction(current_value(spec, p.field), p.value)
         rank = library.rank(domain, p.trigger, p.field, way) if library else 0.0
-        return (-rank, escalate and not p.subtraction, i)
+        return (-rank, -expected_gain(p, spec, trend, conditions), escalate and not p.subtraction, i)
 
     return [p for _, p in sorted(enumerate(valid), key=order)]
 

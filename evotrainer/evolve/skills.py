@@ -60,14 +60,19 @@ ANSWERED_BY: dict[str, tuple[str, ...]] = {
 }
 
 
+def answers(condition: str, field_path: str) -> bool:
+    """Whether a change to `field_path` is one of those the condition's suggestion names."""
+    return any(field_path == path or (path.endswith(".") and field_path.startswith(path))
+               for path in ANSWERED_BY.get(condition, ()))  # fmt: skip
+
+
 def trigger_for(conditions: Sequence[str], field_path: str) -> str:
     """The first diagnosed condition a change to `field_path` answers; a change that
     answers none of them (the step size, say) is filed under the first; NO_CONDITION when
     nothing was diagnosed."""
     for condition in conditions:
-        for path in ANSWERED_BY.get(condition, ()):
-            if field_path == path or (path.endswith(".") and field_path.startswith(path)):
-                return condition
+        if answers(condition, field_path):
+            return condition
     return conditions[0] if conditions else NO_CONDITION
 
 

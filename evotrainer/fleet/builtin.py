@@ -34,7 +34,7 @@ def evaluate(request: TaskRequest) -> TaskResult:
     from evotrainer.training.task import run_evaluation_task
 
     events = run_evaluation_task(dict(request.inputs), key=_key(request))
-    return TaskResult(events=events, outputs={"avg_at_k": events[0].payload["avg_at_k"]})
+    return TaskResult(events=events, outputs={"avg_at_k": events[-1].payload["avg_at_k"]})
 
 
 @register_kind("diagnose", queue="diagnose")

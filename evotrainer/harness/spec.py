@@ -143,27 +143,52 @@ def default_diagnostics() -> dict[str, AnalyzerSettings]:
 
 
 class EvaluationSpec(_Section):
-    """How a version is scored: Avg@k on the held-out split (the authors: Avg@8 at T=1.0)."""
+    """How a version is scored: Avg@k on the held-out split (the authors: Avg@8 at T=1.0).
+
+    The gate compares versions on the held-out split's selection half only; its test half is
+    kept for final reports (`evotrainer compare`), so the winner of many comparisons is not
+    reported on the problems it was selected on."""
 
     k: int = Field(default=8, ge=1)
     temperature: float = Field(default=1.0, ge=0)
     eval_tasks: int = Field(default=32, ge=1)
+    """Problems in each half (selection, test) of the held-out split."""
+    max_completion_length: int = Field(default=16, ge=1)
+    """Fixed apart from training's budget, so a change to that does not change the protocol."""
     seed: int = 0
 
 
-class PromotionSpec(_Section):
-    """The gate: beat the best so far by `min_margin` with no blocking diagnostic."""
+VALIDITY_ANALYZERS = ("reward_hacking", "test_tampering", "history_peeking", "echo_ratio",
+                      "length_reward_correlation")  # fmt: skip
+"""Findings that say a branch's score is not to be trusted (it games the reward, reads the
+answer, edits the tests, loops): these veto a promotion. Signal-health findings (dead
+groups, discreteness, spread) describe how well a run learns, not whether its score is
+real; on a binary reward they mostly mean "accuracy is still low". They drive proposals,
+and veto only when a gate lists them (a gate change, which needs a human or an override)."""
 
-    min_margin: float = Field(default=0.01, ge=0)
+
+class PromotionSpec(_Section):
+    """The gate: beat the best so far beyond noise (the lower bound of a paired bootstrap
+    interval of the gain clears `min_margin`), with no blocking validity finding."""
+
+    min_margin: float = Field(default=0.0, ge=0)
+    """The interval's lower bound must exceed this."""
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    """Two-sided level of the bootstrap interval of the per-problem gain."""
+    bootstrap_samples: int = Field(default=2000, ge=100)
     blocking_severity: Literal["warning", "critical"] = "critical"
-    blocking_conditions: tuple[str, ...] = ("reward_hacking",)
+    blocking_analyzers: tuple[str, ...] = VALIDITY_ANALYZERS
+    """Analyzers whose findings (at `blocking_severity`) veto."""
+    blocking_conditions: tuple[str, ...] = ("reward_hacking", "leaked_reference")
 
 
 class RevisionSpec(_Section):
     """When a new or changed analyzer may join the suite (retro-validation)."""
 
     min_balanced_accuracy: float = Field(default=0.75, ge=0.5, le=1)
-    min_runs_per_label: int = Field(default=1, ge=1)
+    min_runs_per_label: int = Field(default=3, ge=3)
+    """Labelled runs of each kind (promoted, rejected) an analyzer is checked on: with one of
+    each, any analyzer that happens to differ between two runs would pass."""
 
 
 class HarnessSpec(_Section):

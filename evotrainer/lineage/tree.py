@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -17,15 +18,29 @@ class BranchSummary:
     status: str
     last_score: float | None
     best_score: float | None
+    incumbent: bool = False
 
 
-def summaries(conn: Any, experiment: str | None) -> dict[str, BranchSummary]:
+def summaries(conn: Any, experiment: str | None, incumbents: Collection[str] = ()) -> dict[str, BranchSummary]:
+    """Each branch's head and scores from the branch_state projection, with the status a
+    person wants to see: `incumbent` for the best so far (refs in `incumbents`), `start` for
+    a main that is not it and has no task in flight, else the projection's own (promoted,
+    rejected, or running: not decided yet)."""
     rows = conn.execute(
-        "SELECT experiment || '/' || branch, parent, fork_seq, head_seq, status, last_score, best_score"
-        " FROM projections.branch_state WHERE %s::text IS NULL OR experiment = %s",
+        "SELECT b.experiment || '/' || b.branch, b.parent, b.fork_seq, b.head_seq, b.status, b.last_score,"
+        " b.best_score, EXISTS (SELECT 1 FROM projections.tasks t WHERE t.experiment = b.experiment"
+        " AND t.branch = b.branch AND t.status IN ('requested', 'retrying'))"
+        " FROM projections.branch_state b WHERE %s::text IS NULL OR b.experiment = %s",
         (experiment, experiment),
     ).fetchall()
-    return {r[0]: BranchSummary(*r) for r in rows}
+    out = {}
+    for ref, parent, fork_seq, head_seq, status, last_score, best_score, busy in rows:
+        if ref in incumbents:
+            status = "incumbent"
+        elif parent is None and status == "running" and not busy:
+            status = "start"
+        out[ref] = BranchSummary(ref, parent, fork_seq, head_seq, status, last_score, best_score, ref in incumbents)
+    return out
 
 
 def _label(s: BranchSummary) -> str:
@@ -54,7 +69,8 @@ def render_tree(dag: LineageDAG, info: dict[str, BranchSummary]) -> list[str]:
 
 
 def render_dot(dag: LineageDAG, info: dict[str, BranchSummary]) -> str:
-    colours = {"promoted": "palegreen", "rejected": "lightpink", "running": "lightgrey"}
+    colours = {"incumbent": "gold", "promoted": "palegreen", "rejected": "lightpink", "running": "lightgrey",
+               "start": "lightgrey"}  # fmt: skip
     out = ["digraph lineage {", "  rankdir=LR;", "  node [shape=box, style=filled];"]
     for ref in dag.topological_order():
         s = info.get(ref)

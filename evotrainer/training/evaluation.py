@@ -21,7 +21,7 @@ from evotrainer.training.grpo_config import EvaluationRequest
 from evotrainer.training.results import EvaluationResult
 
 if TYPE_CHECKING:
-    from evotrainer.domains.base import Domain
+    from evotrainer.domains.base import Domain, Task
 
 
 def _prompt_ids(tokenizer: Any, prompt: str, chat: bool) -> list[int]:
@@ -65,6 +65,15 @@ def sample(
     return results
 
 
+def held_out_tasks(domain: Domain, request: EvaluationRequest) -> list[Task]:
+    """The problems a request scores: the held-out split's first `eval_tasks`, or one half
+    (alternate problems, so both halves mix every level alike) of its first 2 * eval_tasks."""
+    if request.part == "all":
+        return domain.tasks("eval", request.eval_tasks, request.data_seed)
+    both = domain.tasks("eval", 2 * request.eval_tasks, request.data_seed)
+    return both[0::2] if request.part == "selection" else both[1::2]
+
+
 def evaluate(
     request: EvaluationRequest, store: ArtifactStore | None = None, *, domain: Domain | None = None
 ) -> EvaluationResult:
@@ -91,7 +100,7 @@ def evaluate(
     model, tokenizer = load_policy(policy.sha256, store, device=environment.device())
     model.eval()
     chat = uses_chat(tokenizer)
-    tasks = domain.tasks("eval", request.eval_tasks, request.data_seed)
+    tasks = held_out_tasks(domain, request)
     # Every problem k times, in a fixed order: the batches (hence the samples) depend only
     # on the request, never on timing.
     jobs = [(t, _prompt_ids(tokenizer, t.prompt, chat)) for t in tasks for _ in range(request.k)]
@@ -140,4 +149,5 @@ def evaluate(
         environment=environment.fingerprint(),
         wall_seconds=time.perf_counter() - started,
         extra={"truncation_rate": sum(s["truncated"] for s in samples) / n_samples},
+        base_policy=policy,
     )

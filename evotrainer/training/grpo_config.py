@@ -21,6 +21,7 @@ from evotrainer.errors import UsageError
 
 LossType = Literal["grpo", "dr_grpo", "dapo", "bnpo"]
 ScaleRewards = Literal["group", "batch", "none"]
+EvaluationPart = Literal["all", "selection", "test"]
 _POLICY_RE = re.compile(r"^(tiny|smollm2|hf:.+|[0-9a-f]{64})$")
 
 
@@ -186,9 +187,15 @@ class EvaluationRequest:
     data_seed: int = 0
     threads: int = 1
     batch_size: int = field(default=64, metadata={"help": "sequences generated at once"})
+    part: EvaluationPart = field(
+        default="all",
+        metadata={"help": "all: the first eval_tasks held-out problems; selection / test: the even / odd ones of "
+                  "the first 2*eval_tasks (the gate selects on one half, final reports use the other)"},
+    )
 
     def __post_init__(self) -> None:
         _check_policy(self.policy)
+        _require(self.part in ("all", "selection", "test"), "part", f"{self.part!r} is not all, selection or test")
         _require(self.k >= 1, "k", "sample at least 1 completion per problem")
         _require(self.eval_tasks >= 1, "eval_tasks", "evaluate at least 1 problem")
         _require(self.temperature >= 0, "temperature", "must be >= 0 (0 means greedy)")

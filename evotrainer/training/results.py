@@ -86,6 +86,8 @@ class EvaluationResult:
     environment: Mapping[str, Any]
     wall_seconds: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    base_policy: PolicyCheckpoint | None = None
+    """The stored checkpoint a named policy spec (tiny, smollm2, hf:DIR) resolved to."""
 
     def evaluation_payload(self) -> dict[str, Any]:
         """Payload of EvaluationRecorded."""

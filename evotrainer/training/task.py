@@ -87,8 +87,15 @@ def run_training_task(
 
 
 def run_evaluation_task(inputs: dict[str, Any], key: str | None = None) -> list[NewEvent]:
-    """Evaluate Avg@k and return EvaluationRecorded."""
+    """Evaluate Avg@k and return EvaluationRecorded, after the PolicyCheckpointed of a named
+    starting point (tiny, smollm2, a local directory): the policy an evaluation scores is
+    always in the lineage, even before anything trained it."""
     from evotrainer.training.evaluation import evaluate
 
-    result = evaluate(evaluation_request(inputs))
-    return [_event(EvaluationRecorded, result.evaluation_payload(), key, "evaluation")]
+    request = evaluation_request(inputs)
+    result = evaluate(request)
+    events = []
+    if result.base_policy is not None and not is_artifact_id(request.policy):
+        events.append(_event(PolicyCheckpointed, result.base_policy.event_payload(), key, "base-policy"))
+    events.append(_event(EvaluationRecorded, result.evaluation_payload(), key, "evaluation"))
+    return events

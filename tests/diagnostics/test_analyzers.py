@@ -119,7 +119,10 @@ def test_diagnosis_grades_by_the_harness_thresholds_and_names_conditions() -> No
     by = {f.metric: f for f in d.findings}
     assert by["dead_group_ratio"].severity == "critical"
     assert [c.name for c in d.conditions] == ["insufficient_signal"]
-    assert d.blocking  # critical findings block by default
+    # Dead groups are signal health, not validity: they block only where the gate lists them.
+    assert not d.blocking and d.blocking_reasons == ()
+    listed = spec.with_field("promotion.blocking_analyzers", ["reward_hacking", "dead_group_ratio"])
+    assert diagnose(DiagnosisInput(EvidenceView(records)), listed).blocking_reasons == ("dead_group_ratio critical",)
     relaxed = spec.with_field("diagnostics.dead_group_ratio.critical", 0.9).with_field(
         "diagnostics.dead_group_ratio.warning", 0.8)
     d2 = diagnose(DiagnosisInput(EvidenceView(records)), relaxed)

@@ -60,10 +60,14 @@ class PromptLength:
 
 
 def run(name: str, empty: int, good: bool) -> LabelledRun:
-    return LabelledRun(name, [record(0, 0, i, text="" if i < empty else f"{i}") for i in range(10)], good)
+    """Ten completions, the first `empty` of them empty (the rest name the run, so no two
+    runs have the same bytes)."""
+    return LabelledRun(name, [record(0, 0, i, text="" if i < empty else f"{name} {i}") for i in range(10)], good)
 
 
-RUNS = [run("v1", 0, True), run("v2", 1, True), run("v3", 5, False), run("v4", 6, False), run("v5", 4, False)]
+# Three of each label: revision.min_runs_per_label.
+RUNS = [run("v1", 0, True), run("v2", 1, True), run("v3", 5, False), run("v4", 6, False), run("v5", 4, False),
+        run("v6", 0, True)]  # fmt: skip
 SETTINGS = AnalyzerSettings(warning=0.2, critical=0.5)
 
 
@@ -73,8 +77,8 @@ def test_an_analyzer_that_separates_the_runs_is_accepted_and_joins_the_harness()
     e = revision.event
     assert e.accepted and e.change == "added"
     assert e.validation["balanced_accuracy"] == 1.0
-    assert e.validation["bad_runs"] == 3 and e.validation["good_runs"] == 2
-    assert [r["flagged"] for r in e.validation["runs"]] == [False, False, True, True, True]
+    assert e.validation["bad_runs"] == 3 and e.validation["good_runs"] == 3
+    assert [r["flagged"] for r in e.validation["runs"]] == [False, False, True, True, True, False]
     assert e.thresholds == {"warning": 0.2, "critical": 0.5}
     assert revision.candidate is not None and "empty_answer_rate" in revision.candidate.diagnostics
     events = revision_events(revision, base.address())
@@ -100,14 +104,22 @@ def test_an_analyzer_that_does_not_separate_the_runs_is_refused() -> None:
 def test_thresholds_that_flag_good_runs_too_are_refused() -> None:
     loose = AnalyzerSettings(warning=0.05)  # flags v2 (good) as well as every bad run
     revision = retro_validate(EmptyAnswerRate(), loose, RUNS, HarnessSpec())
-    assert revision.event.validation["balanced_accuracy"] == 0.75  # accepted only at >= 0.75
+    assert revision.event.validation["balanced_accuracy"] == pytest.approx(5 / 6)  # (1 + 2/3) / 2
+    assert revision.accepted  # the default asks for 0.75
     stricter = HarnessSpec().with_field("revision.min_balanced_accuracy", 0.9)
-    assert not retro_validate(EmptyAnswerRate(), loose, RUNS, stricter).accepted
+    refused = retro_validate(EmptyAnswerRate(), loose, RUNS, stricter)
+    assert not refused.accepted and "does not separate" in refused.event.validation["reason"]
 
 
-def test_without_both_labels_nothing_is_accepted() -> None:
+def test_without_enough_runs_of_both_labels_nothing_is_accepted() -> None:
     revision = retro_validate(EmptyAnswerRate(), SETTINGS, [r for r in RUNS if not r.good], HarnessSpec())
-    assert not revision.accepted and "needs at least 1 good" in revision.event.validation["reason"]
+    assert not revision.accepted and "needs at least 3 good and 3 bad runs; got 0 good, 3 bad" in (
+        revision.event.validation["reason"])
+    # Two good runs would let any analyzer that happens to differ between them through.
+    two_good = retro_validate(EmptyAnswerRate(), SETTINGS, RUNS[:5], HarnessSpec())
+    assert two_good.event.validation["balanced_accuracy"] == 1.0  # it separates them, yet
+    assert not two_good.accepted and "got 2 good, 3 bad" in two_good.event.validation["reason"]
+    assert HarnessSpec().revision.min_runs_per_label == 3
 
 
 def _record_run(store: EventStore, branch: BranchRef, sha: str) -> None:
@@ -136,7 +148,7 @@ def test_judged_branches_in_the_store_retro_validate_an_analyzer(store: EventSto
 
     runs = labelled_runs(store, "demo", artifacts)
     assert [(r.name, r.good) for r in runs] == [(f"demo/{r.name}", r.good) for r in RUNS]
-    assert [sum(not x.text for x in r.records) for r in runs] == [0, 1, 5, 6, 4]
+    assert [sum(not x.text for x in r.records) for r in runs] == [0, 1, 5, 6, 4, 0]
 
     events = revise(store, main, EmptyAnswerRate(), SETTINGS, gap="empty answers were not measured",
                     artifacts=artifacts)  # fmt: skip

@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any
 
-from evotrainer.artifacts import ArtifactStore
+from evotrainer.artifacts import ArtifactStore, open_store
 from evotrainer.harness import HarnessSpec
 from evotrainer.harness.intervention import design_intervention
 from evotrainer.harness.versions import versioned_event
@@ -40,14 +40,15 @@ def checkpoint(store: EventStore, ref: BranchRef, name: str) -> str:
 
 
 def evaluate(store: EventStore, ref: BranchRef, per_problem: list[float], artifacts: ArtifactStore | None = None,
-             **protocol: Any) -> StoredEvent:  # fmt: skip
-    """EvaluationRecorded of the branch's newest policy; its results artifact stored when
-    an artifact store is given."""
+             *, stored: bool = True, **protocol: Any) -> StoredEvent:  # fmt: skip
+    """EvaluationRecorded of the branch's newest policy, its results artifact stored in
+    `artifacts` (by default the store the gate reads: open_store() under EVOTRAINER_HOME);
+    `stored=False` records the hash of results kept nowhere."""
     policy = next(e.payload["policy_sha256"] for e in reversed(store.read_branch(ref))
                   if e.type == "PolicyCheckpointed")  # fmt: skip
     lines = "".join(json.dumps({"task_id": f"t{i}", "level": 1, "avg": avg, "samples": []}) + "\n"
                     for i, avg in enumerate(per_problem))  # fmt: skip
-    results = artifacts.put_bytes(lines.encode()) if artifacts else sha(lines)
+    results = (artifacts or open_store()).put_bytes(lines.encode()) if stored else sha(lines)
     request = {**PROTOCOL, **protocol, "eval_tasks": len(per_problem)}
     return store.append(ref, [NewEvent("EvaluationRecorded", {
         "request": request, "policy_sha256": policy, "metric": f"avg@{request['k']}",

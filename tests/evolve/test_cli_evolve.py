@@ -34,7 +34,8 @@ def test_fork_an_intervention_then_promote_it(cli_env: dict[str, str], store: Ev
     assert promoted.returncode == 0, promoted.stderr
     lines = promoted.stdout.splitlines()
     assert lines[0] == "promoted demo/lr-up"
-    assert "avg@4 0.6250 against 0.3750 of demo/main (margin +0.2500, gate 0.01)" in lines[1]
+    assert "avg@4 0.6250 against 0.3750 of demo/main (gain +0.2500, 95% interval of the gain" in lines[1]
+    assert "must clear 0), no blocking diagnostic" in lines[1]
     assert lines[-1].startswith("recorded PromotionDecided at demo/main@")
 
     audited = run(cli_env, "audit", "demo/lr-up", "--promotions")

@@ -62,24 +62,41 @@ def test_the_loop_records_every_stage_and_resumes_without_repeating_anything(sto
     summary = run_experiment(store, config(2), lines.append)
     assert summary.candidates == 2 and lines[-1] == "budget spent: 2 of 2 candidate versions tried"
     types = event_types(store)
-    # main and two candidates each trained and diagnosed once, and each newest policy has
-    # an evaluation (a run that left the policy as it was finds its parent's); one decision
-    # and one skill outcome per candidate, whatever the crash interrupted.
-    assert (types["TrainingCompleted"], types["DiagnosisRecorded"]) == (3, 3)
+    # The untrained start was evaluated on main before anything trained (doing nothing is
+    # the first incumbent), main trained nothing, and each candidate trained and was
+    # diagnosed once; each newest policy has an evaluation. The first candidate continues
+    # the start under the same harness; the second tests an intervention (a skill outcome).
+    assert (types["TrainingCompleted"], types["DiagnosisRecorded"]) == (2, 2)
+    main_events = store.read_branch(BranchRef("loop", "main"))
+    assert [e.type for e in main_events[:2]] == ["ExperimentCreated", "HarnessVersioned"]
+    assert any(e.type == "EvaluationRecorded" and e.payload["request"]["policy"] == "tiny" for e in main_events)
+    assert not any(e.type == "TrainingCompleted" for e in main_events)
     for info in store.branches("loop"):
         history = store.read_branch(info.ref)
         newest = next(e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed")
         assert any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == newest for e in history)
-    assert (types["PromotionDecided"], types["SkillRecorded"], types["BranchForked"]) == (2, 2, 2)
-    assert types["InterventionProposed"] >= 2 and types["TaskFailed"] == 0
+    assert (types["PromotionDecided"], types["SkillRecorded"], types["BranchForked"]) == (2, 1, 2)
+    assert types["InterventionProposed"] >= 1 and types["TaskFailed"] == 0
     decisions = [e for e in store.read_branch(BranchRef("loop", "main")) if e.type == "PromotionDecided"]
     assert decisions[0].payload["candidate"] == str(candidate)  # the half-done one was finished first
-    assert all(d.payload["intervention_id"] and d.payload["evidence"]["protocol"]["k"] == 2 for d in decisions)
+    assert candidate.branch.startswith("continue-") and decisions[0].payload["intervention_id"] is None
+    assert decisions[1].payload["intervention_id"]
+    assert all(d.payload["evidence"]["protocol"]["part"] == "selection" for d in decisions)
+    assert all(d.payload["evidence"]["per_problem"]["interval"] is not None for d in decisions)
 
     before = store.head(BranchRef("loop", "main"))
     again = run_experiment(store, config(2), lines.append)  # budget spent: nothing new
     assert store.head(BranchRef("loop", "main")) == before and again.candidates == 2
     assert run_experiment(store, config(3), lines.append).candidates == 3  # a bigger budget goes on
+
+
+def test_the_step_budget_counts_every_candidate_and_stops_the_loop(store: EventStore) -> None:
+    lines: list[str] = []
+    budgeted = config(10).model_copy(update={"budget_steps": 5})
+    summary = run_experiment(store, budgeted, lines.append)
+    # Two candidates of 2 steps fit in 5; a third would overrun the budget.
+    assert (summary.candidates, summary.steps_spent) == (2, 4)
+    assert lines[-1] == "budget spent: 4 of 5 GRPO steps used, a candidate needs 2"
 
 
 def test_a_changed_starting_harness_is_refused_by_name(store: EventStore) -> None:

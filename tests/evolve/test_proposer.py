@@ -43,8 +43,9 @@ def test_a_skill_with_a_good_record_goes_first_and_escalation_puts_subtractions_
     assert ranked[0].field == "grpo.beta"
     # Elsewhere and not general, the skill says nothing.
     assert builtin_proposals(spec, ["reward_hacking"], "code", MATH, library)[0].field == "rewards.weights.format"
-    assert builtin_proposals(spec, ["insufficient_signal", "reward_hacking"], "math", MATH)[0].field == (
-        "grpo.num_generations")
+    # A change answering a validity condition comes first, whatever order the conditions came in.
+    first = builtin_proposals(spec, ["insufficient_signal", "reward_hacking"], "math", MATH)[0]
+    assert (first.field, first.value) in (("rewards.weights.format", 0.0), ("grpo.beta", 0.04))
     hacked_escalated = builtin_proposals(spec, ["insufficient_signal", "reward_hacking"], "math", MATH,
                                          rejected_in_a_row=2)  # fmt: skip
     assert (hacked_escalated[0].field, hacked_escalated[0].value) == ("rewards.weights.format", 0.0)

@@ -115,10 +115,12 @@ def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[st
     tree = run(cli_env, "lineage", "exp").stdout.splitlines()
     assert tree[0] == "exp"
     assert any("temp-up @" in line and "[rejected]" in line for line in tree)
-    assert any("lr-down @" in line and "[promoted]" in line and "avg 0.410" in line for line in tree)
+    # The promoted branch is the best so far; main is where the search started.
+    assert any("lr-down @" in line and "[incumbent]" in line and "avg 0.410" in line for line in tree)
+    assert any(line.startswith("└── main  [start]") for line in tree)
     nodes = json.loads(run(cli_env, "lineage", "exp", "--json").stdout)
-    assert {n["ref"]: n["status"] for n in nodes} == {
-        "exp/main": "running", "exp/temp-up": "rejected", "exp/lr-down": "promoted"}
+    assert {n["ref"]: (n["status"], n["incumbent"]) for n in nodes} == {
+        "exp/main": ("start", False), "exp/temp-up": ("rejected", False), "exp/lr-down": ("incumbent", True)}
     assert 'digraph lineage' in run(cli_env, "lineage", "--dot").stdout
     log = json.loads(run(cli_env, "log", "exp/lr-down", "--json").stdout)
     assert log[-1]["type"] == "EvaluationRecorded" and log[-3]["type"] == "BranchForked"
@@ -150,3 +152,19 @@ def test_every_example_question_runs_read_only(store: EventStore, path: Path) ->
     assert result.columns
     if path.name == "interventions_that_helped.sql":
         assert [(r[0], r[1]) for r in result.rows] == [("math", "grpo.learning_rate")]
+
+
+def test_lineage_marks_the_best_so_far_and_work_in_flight(store: EventStore, cli_env: dict[str, str]) -> None:
+    from evotrainer.fleet import request_task
+
+    store.create_experiment("solo", {"domain": "math"})
+    store.fork(BranchRef("solo", "main"), "open")
+    tree = run(cli_env, "lineage", "solo").stdout.splitlines()
+    assert tree[1].startswith("└── main  [incumbent]")  # nothing promoted: the start is the best so far
+    assert tree[2].startswith("    └── open @1  [running]")  # not decided yet
+
+    build_search(store)
+    request_task(store, BranchRef("exp", "main"), "noop", "noop-1")
+    tree = run(cli_env, "lineage", "exp").stdout.splitlines()
+    assert tree[1].startswith("└── main  [running]")  # not the incumbent, and a task in flight
+    assert any("lr-down @" in line and "[incumbent]" in line for line in tree)

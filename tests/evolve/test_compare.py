@@ -1,0 +1,79 @@
+"""`evotrainer compare` on the real store with real (tiny) training, short: the loop and
+the fixed recipe at equal steps over two seeds, scored on the test half, recorded once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evotrainer.evolve.compare import compare
+from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
+from tests.test_cli import run
+
+SHORT = {"grpo": {"max_steps": 3, "num_generations": 4, "prompts_per_step": 2, "learning_rate": 1e-4},
+         "evaluation": {"k": 2, "eval_tasks": 12}}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _artifacts_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("EVOTRAINER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("EVOTRAINER_ARTIFACTS", raising=False)
+    monkeypatch.delenv("EVOTRAINER_BROKER_URL", raising=False)
+
+
+@pytest.mark.slow
+def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: EventStore) -> None:
+    config = ExperimentConfig(name="cmp", domain="math:column_add", iterations=5, budget_steps=6,
+                              train_tasks=64, harness=SHORT)  # fmt: skip
+    lines: list[str] = []
+    stored = compare(store, config, seeds=2, say=lines.append)
+    p = stored.payload
+    assert (stored.experiment, stored.branch, stored.type) == ("cmp-compare", "main", "ComparisonRecorded")
+    assert [row["seed"] for row in p["seeds"]] == [0, 1] and p["budget_steps"] == 6
+    for row in p["seeds"]:
+        assert row["fixed"]["steps"] == 6 and 0 < row["loop"]["steps"] <= 6
+        assert row["fixed"]["experiment"] == f"cmp-s{row['seed']}-fixed"
+        assert row["gain"] == pytest.approx(row["loop"]["score"] - row["fixed"]["score"])
+    low, high = p["interval"]
+    assert low <= p["gain"] <= high and p["problems"] == 12
+    # The two seeds trained differently (the seed reaches the runs).
+    assert p["seeds"][0]["fixed"]["policy"] != p["seeds"][1]["fixed"]["policy"]
+    # Both arms were scored on the test half under the same protocol.
+    for row in p["seeds"]:
+        for arm in ("loop", "fixed"):
+            ref = BranchRef(row[arm]["experiment"], row[arm]["branch"])
+            evaluations = [e for e in store.read_branch(ref) if e.type == "EvaluationRecorded"
+                           and e.payload["results_sha256"] == row[arm]["results_sha256"]]  # fmt: skip
+            assert evaluations[-1].payload["request"]["part"] == "test"
+
+    # Run again (a resumed compare): nothing new is trained or recorded.
+    positions = {info.name: store.head(info.ref) for info in store.branches()}
+    again = compare(store, config, seeds=2)
+    assert again.event_id == stored.event_id
+    assert {info.name: store.head(info.ref) for info in store.branches()} == positions
+
+
+def test_compare_without_a_budget_is_one_line_and_writes_nothing(cli_env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "experiment.toml"
+    path.write_text("name = 'nobudget'\n")
+    result = run(cli_env, "compare", str(path), "--seeds", "2")
+    assert result.returncode == 2 and "give the comparison a budget" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1
+    assert run(cli_env, "lineage").stdout.strip() in ("", "no experiments")
+
+
+def test_compare_is_listed_in_sql(cli_env: dict[str, str], tmp_path: Path) -> None:
+    path = tmp_path / "experiment.toml"
+    path.write_text("name = 'tiny'\ndomain = 'math:column_add'\nbudget_steps = 2\niterations = 2\n"
+                    "[harness.grpo]\nmax_steps = 2\nnum_generations = 2\nprompts_per_step = 1\n"
+                    "[harness.evaluation]\nk = 1\neval_tasks = 4\n")  # fmt: skip
+    result = run(cli_env, "compare", str(path), "--seeds", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["budget_steps"] == 2
+    listed = run(cli_env, "sql", "SELECT e.experiment, e.payload->>'gain' FROM branch_heads b, "
+                 "branch_history(b.experiment || '/' || b.branch) e WHERE e.type = 'ComparisonRecorded'")
+    assert "tiny-compare" in listed.stdout, listed.stdout
