@@ -29,7 +29,8 @@ def test_a_branch_replays_hash_for_hash_and_a_forged_result_is_named(
     run_experiment(store, ExperimentConfig(name="re", iterations=1, harness=TINY))
     candidate = next(info.ref for info in store.branches("re") if info.name != "main")
     kinds = [task.request.payload["kind"] for task in recorded_tasks(store.read_branch(candidate))]
-    assert kinds[:3] == ["train", "evaluate", "diagnose"] and kinds.count("train") == 2  # main's, then its own
+    # main's evaluation of the untrained start, then the candidate's own run.
+    assert kinds == ["evaluate", "train", "evaluate", "diagnose"]
 
     replayed = run(cli_env, "replay", str(candidate))
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr[-300:]
@@ -37,32 +38,36 @@ def test_a_branch_replays_hash_for_hash_and_a_forged_result_is_named(
     assert "train" in replayed.stdout and "policy " in replayed.stdout
 
     main = BranchRef("re", "main")
-    evidence = next(e.payload["evidence_sha256"] for e in store.read_branch(main) if e.type == "RolloutsRecorded")
+    own = [e for e in store.read_branch(candidate) if e.branch == candidate.branch]
+    evidence = next(e.payload["evidence_sha256"] for e in own if e.type == "RolloutsRecorded")
     # A second diagnosis of the same evidence under the same harness: its append keeps the
     # first one, so it wrote nothing of its own to check.
-    request_task(store, main, "diagnose", "diagnose-again", {"evidence": evidence})
+    request_task(store, candidate, "diagnose", "diagnose-again", {"evidence": evidence})
     run_in_process(store)
-    assert not [e for e in store.read_branch(main) if e.causation_id and e.type == "DiagnosisRecorded"
+    assert not [e for e in store.read_branch(candidate) if e.causation_id and e.type == "DiagnosisRecorded"
                 and e.payload["evidence"] == evidence][1:]  # fmt: skip
     # One under a new harness, with an evaluation appended after it was requested and
     # before it ran: replay reads the branch as the task saw it, not as it was requested.
     stricter = ExperimentConfig(name="re", harness=TINY).starting_harness().with_field(
         "diagnostics.dead_group_ratio.warning", 0.2)
-    store.append(main, [versioned_event(stricter, parent=None, changed_fields=[])])
-    request_task(store, main, "diagnose", "diagnose-later", {"evidence": evidence})
-    evaluation = next(e for e in store.read_branch(main) if e.type == "EvaluationRecorded")
-    store.append(main, [NewEvent("EvaluationRecorded", {**evaluation.payload, "avg_at_k": 0.5})])
+    store.append(candidate, [versioned_event(stricter, parent=None, changed_fields=[])])
+    request_task(store, candidate, "diagnose", "diagnose-later", {"evidence": evidence})
+    evaluation = next(e for e in reversed(store.read_branch(candidate)) if e.type == "EvaluationRecorded")
+    store.append(candidate, [NewEvent("EvaluationRecorded", {**evaluation.payload, "avg_at_k": 0.5})])
     run_in_process(store)
-    again = run(cli_env, "replay", "re/main")
+    again = run(cli_env, "replay", str(candidate))
     assert again.returncode == 0, again.stdout + again.stderr
     assert "diagnose diagnose-again: identical" in again.stdout
     assert "diagnose diagnose-later: identical" in again.stdout
 
     # A result appended by hand as if a task had produced it: no computation gives it.
     task = next(t for t in recorded_tasks(store.read_branch(main)) if t.request.payload["kind"] == "evaluate")
-    request, (recorded,) = task.request, task.caused
+    request = task.request
+    recorded = next(e for e in task.caused if e.type == "EvaluationRecorded")
     forged = store.append(main, [NewEvent("TaskRequested", {**request.payload, "task_id": "forged"})])[0]
+    checkpoint = next(e for e in task.caused if e.type == "PolicyCheckpointed")
     store.append(main, [
+        NewEvent("PolicyCheckpointed", checkpoint.payload, causation_id=forged.event_id),
         NewEvent("EvaluationRecorded", {**recorded.payload, "avg_at_k": 0.99}, causation_id=forged.event_id),
         NewEvent("TaskCompleted", {"task_id": "forged", "worker": "w:1", "attempt": 1, "duration_s": 1.0},
                  causation_id=forged.event_id),
