@@ -42,6 +42,7 @@ bench: install
 	$(PY) bench/train.py
 	$(PY) bench/diagnose.py
 	$(PY) bench/sandbox.py
+	$(PY) bench/compare.py
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3

@@ -43,6 +43,7 @@ app.command("backtest")(harness.backtest_command)
 app.command("promote")(evolve.promote_command)
 app.command("run")(evolve.run_command)
 app.command("compare")(evolve.compare_command)
+app.command("status")(evolve.status_command)
 app.add_typer(domains.app, name="domains")
 fleet.mount(app)
 

@@ -131,3 +131,28 @@ def compare_command(
     verdict = "ahead beyond noise" if low > 0 else "behind beyond noise" if high < 0 else "not distinguishable"
     print_line(f"loop against fixed recipe at {p['budget_steps']} GRPO steps: {verdict}; "
                f"recorded at {stored.experiment}/{stored.branch}@{stored.seq}")
+
+
+def status_command(
+    experiment: str = typer.Argument(..., help="The experiment's name."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The experiment's GRPO step budget (spent, left), each branch's steps, verdict and
+    selection score, the best so far, and the tasks running now."""
+    import dataclasses
+
+    from evotrainer.cli.render import print_table
+    from evotrainer.evolve.status import experiment_status
+    from evotrainer.refs import check_name
+
+    with EventStore.connect() as store:
+        status = experiment_status(store, check_name("experiment", experiment))
+    if as_json:
+        print_json({**dataclasses.asdict(status), "left": status.left})
+        return
+    budget = "no step budget" if status.budget_steps is None else f"of {status.budget_steps}, {status.left} left"
+    print_line(f"{status.experiment}: {status.spent} GRPO steps spent ({budget}); best so far {status.incumbent}")
+    print_table(["branch", "steps", "verdict", "score"],
+                [(b.branch, b.steps, b.verdict, "-" if b.score is None else f"{b.score:.3f}") for b in status.branches])
+    for task in status.running:
+        print_line(f"running: {task}")

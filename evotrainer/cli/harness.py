@@ -76,25 +76,37 @@ def diff_command(
 def record_command(
     ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH"),
     spec: str = typer.Option(None, help="A spec as JSON or @FILE (default: the default spec)."),
+    override: str = typer.Option(None, "--override", metavar="REASON", help=(
+        "Record a diagnostic change that was not retro-validated, or a gate change; REASON is recorded.")),
 ) -> None:
-    """Record a harness version on a branch (HarnessVersioned); a no-op if already recorded."""
+    """Record a harness version on a branch (HarnessVersioned); a no-op if already recorded.
+    A changed analyzer must have been retro-validated (an accepted DiagnosticRevised of
+    its thresholds), and the gate changes only by a person: otherwise --override REASON."""
     from evotrainer.cli.payloads import parse_payload
     from evotrainer.harness.spec import HarnessSpec, diff
-    from evotrainer.harness.versions import branch_harness, versioned_event
+    from evotrainer.harness.versions import harness_of, unvalidated_changes, versioned_event
 
     branch = BranchRef.parse(ref, allow_seq=False)
     body = parse_payload(spec) if spec else {}
     if not isinstance(body, dict):
         raise UsageError("the spec must be a JSON object")
     new = HarnessSpec.parse(body)
+    if override is not None and not override.strip():
+        raise UsageError("--override needs a reason")
     with EventStore.connect() as store:
-        current = branch_harness(store, branch)
+        history = store.read_branch(branch)
+        current = harness_of(history)
         if current.recorded_seq is not None and new.address() == current.address:
             raise UsageError(f"{branch} already runs under harness {current.address[:12]}")
         parent = current.address if current.recorded_seq is not None else None
         changed = [p for p, _, _ in diff(current.spec, new)] if parent else []
-        stored = store.append(branch, [versioned_event(new, parent, changed)])[0]
-    print_line(f"harness {new.address()} recorded at seq {stored.seq}")
+        unvalidated = unvalidated_changes(history, current.spec, new) if parent else []
+        if unvalidated and override is None:
+            raise UsageError(f"{', '.join(unvalidated)} changed without retro-validation: revise the analyzer "
+                             "over labelled runs first, or record it with --override REASON")  # fmt: skip
+        stored = store.append(branch, [versioned_event(new, parent, changed, override if unvalidated else None)])[0]
+    print_line(f"harness {new.address()} recorded at seq {stored.seq}"
+               + (f" (override: {override})" if unvalidated else ""))
 
 
 def diagnose_command(

@@ -7,7 +7,7 @@ CodeContests) take a whole program and compare its stdout per test input.
 
 Generated levels, easiest first:
   constant  `plus_37(x)`, "Return x plus 37." -> `return x+37` (copy an operator and a
-            constant from the prompt; ~1,600 distinct prompts, so held-out prompts are new)
+            constant from the prompt; 768 distinct prompts, so held-out prompts are new)
   trivial   add_k / times_k / identity / negate / add (k in 1..9: ~20 distinct prompts)
   simple    square, maximum, is_even, length, reverse, total
   loop      count_positive, factorial
@@ -87,10 +87,16 @@ _CONSTANT_OPS: tuple[tuple[str, str, str, Callable[[int, int], int]], ...] = (
     ("from", "Return {k} minus {a}.", "{k}-{a}", lambda a, k: k - a),
 )
 _CONSTANT_ARGS = ("x", "n", "v", "y")
+_CONSTANT_MAX = 49
+"""Sets how hard the copy is for the tiny policy's 300-step warm start. Measured held-out
+pass rates (TinyRecipe seeds 0/1/2): up to 29, ~0.98 (nothing left for GRPO); up to 49,
+0.41/0.88/0.91; up to 99, 0.05/0.02/0.62. Whether the warm start learns to copy digits is
+close to all-or-nothing, so the start depends on the seed; at the recipe's seed 0, 49
+leaves GRPO room to climb."""
 
 
 def generate_constant_task(rng: random.Random, n_tests: int = 5) -> dict[str, Any]:
-    """A `constant` problem: 4 operators x 98 constants x 4 argument names = 1,568 prompts.
+    """A `constant` problem: 4 operators x 48 constants x 4 argument names = 768 prompts.
 
     The answer copies the operator and the constant from the docstring, a skill that carries
     over to constants a policy never trained on. The tests are drawn from the prompt alone,
@@ -98,7 +104,7 @@ def generate_constant_task(rng: random.Random, n_tests: int = 5) -> dict[str, An
     puts each prompt wholly in train or in eval, and held-out prompts are truly unseen.
     """
     prefix, doc, body, fn = rng.choice(_CONSTANT_OPS)
-    k, arg = rng.randint(2, 99), rng.choice(_CONSTANT_ARGS)
+    k, arg = rng.randint(2, _CONSTANT_MAX), rng.choice(_CONSTANT_ARGS)
     name = f"{prefix}_{k}"
     prompt = f'def {name}({arg}):\n    """{doc.format(a=arg, k=k)}"""\n'
     inputs = rng_for("code-constant-tests", prompt).sample(range(-20, 21), n_tests)

@@ -20,6 +20,9 @@ class HarnessVersioned(Event):
     spec: dict[str, Any]
     parent_hash: str | None = Field(default=None, pattern=_SHA)
     changed_fields: list[str] = Field(default_factory=list)
+    override: str | None = Field(
+        default=None, description="why a diagnostic or gate change was recorded without retro-validation"
+    )
 
 
 class Finding(BaseModel):

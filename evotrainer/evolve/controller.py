@@ -203,11 +203,15 @@ class _Run:
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
         proposals = builtin_proposals(
             harness.spec, diagnosed, self.config.domain, self.domain.reward_components, skill_library(self.store),
-            self._rejected_in_a_row(), trend,
+            self._rejected_in_a_row(), trend, self._last_verdict_inconclusive(),
         )  # fmt: skip
         more_of_the_same = continuation_gain(run is not None, trend)
+        if self.config.budget_steps is not None:
+            # Under a step budget a longer run is a continuation judged in one piece: more
+            # of the same, one chunk at a time, asks the gate the same question for less.
+            proposals = [p for p in proposals if p.field != "grpo.max_steps"]
         for proposal in proposals:
-            gain = expected_gain(proposal, harness.spec, trend, diagnosed)
+            gain = expected_gain(proposal, harness.spec, trend, diagnosed, self._last_verdict_inconclusive())
             if continuation not in existing and more_of_the_same > gain:
                 return self._continue(incumbent, continuation)
             steps = harness.spec.with_field(proposal.field, proposal.value).grpo.max_steps
@@ -250,6 +254,7 @@ class _Run:
     def judge(self, candidate: BranchRef) -> None:
         try:
             self.complete(candidate)
+            self._baseline_under_candidates_protocol(candidate)
         except (TaskFailedError, UsageError) as exc:
             # The change broke its own run (or cannot make one): negative evidence, and the
             # loop goes on.
@@ -257,6 +262,32 @@ class _Run:
         else:
             stored = record_promotion(self.store, candidate)[1]
         self.say(f"{candidate}: {stored.payload['reason']}")
+
+    def _baseline_under_candidates_protocol(self, candidate: BranchRef) -> None:
+        """A candidate that changed the evaluation protocol (more samples, more problems) is
+        compared with the best so far measured the same way: the incumbent's policy is
+        evaluated again under the new protocol first (scores measured differently are
+        never compared)."""
+        protocol = self._protocol(harness_of(self.store.read_branch(candidate)).spec)
+        incumbent = incumbent_of(self.store, self.config.name)
+        history = self.store.read_branch(incumbent)
+        policy = newest_policy(history)
+        if policy is not None and not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == policy
+                                          and evaluation_protocol(e) == protocol for e in history):  # fmt: skip
+            self._evaluate(incumbent, policy, protocol)
+
+    def _last_verdict_inconclusive(self) -> bool:
+        """Whether the latest rejection was for want of power: a positive mean gain whose
+        interval reached below the gate's margin (a real gain the gate could not see)."""
+        decisions = [e for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
+                     if e.type == "PromotionDecided"]  # fmt: skip
+        if not decisions or decisions[-1].payload["decision"] != "rejected":
+            return False
+        last = decisions[-1].payload
+        paired = last.get("evidence", {}).get("per_problem") or {}
+        interval = paired.get("interval")
+        return bool(interval and not last.get("blocking_findings") and (last.get("margin") or 0) > 0
+                    and interval[1] > 0)  # fmt: skip
 
     def summary(self, main: BranchRef, candidates: list[BranchRef]) -> RunSummary:
         best = incumbent_of(self.store, self.config.name)

@@ -30,6 +30,8 @@ from evotrainer.errors import UsageError
 from evotrainer.evolve.skills import NO_CONDITION, SkillLibrary, answers, direction, trigger_for
 from evotrainer.harness.spec import HarnessSpec
 
+MAX_EVALUATION_SAMPLES = 128
+"""Samples per problem the proposer raises evaluation.k to, at most."""
 ESCALATE_AFTER = 2
 """Rejected versions in a row after which subtractions are tried first."""
 
@@ -67,14 +69,19 @@ VALIDITY_CONDITIONS = ("reward_hacking", "leaked_reference", "length_gaming", "e
 
 
 def expected_gain(
-    proposal: Proposal, spec: HarnessSpec, trend: float | None, conditions: Sequence[str] = ()
+    proposal: Proposal, spec: HarnessSpec, trend: float | None, conditions: Sequence[str] = (),
+    inconclusive: bool = False,
 ) -> float:
     """What the evidence says of a change before any skill has: a change answering a
     diagnosed validity condition comes first of all (whichever condition it was filed
-    under); a run still climbing when it stopped asks for a larger step; one whose reward
-    fell asks for a smaller one."""
+    under); then more evaluation samples when the gate's last rejection was for want of
+    power (a positive gain whose interval reached below the margin); a run still climbing
+    when it stopped asks for a larger step, one whose reward fell for a smaller one. More
+    samples the evidence did not ask for come last: they cost evaluation time for nothing."""
     if any(c in VALIDITY_CONDITIONS and answers(c, proposal.field) for c in conditions):
         return 2.0
+    if proposal.field == "evaluation.k":
+        return 1.5 if inconclusive else -1.0
     if proposal.field == "grpo.learning_rate" and trend is not None:
         raising = proposal.value > spec.grpo.learning_rate
         if trend > _FLAT:
@@ -102,6 +109,7 @@ def builtin_proposals(
     library: SkillLibrary | None = None,
     rejected_in_a_row: int = 0,
     trend: float | None = None,
+    inconclusive: bool = False,
 ) -> list[Proposal]:
     """Every single-field change the diagnosed conditions suggest, best first: by the skill
     library's record, then by what the last run's reward trend says (expected_gain)."""
@@ -127,7 +135,7 @@ def builtin_proposals(
         i, p = indexed
         way = direction(current_value(spec, p.field), p.value)
         rank = library.rank(domain, p.trigger, p.field, way) if library else 0.0
-        return (-rank, -expected_gain(p, spec, trend, conditions), escalate and not p.subtraction, i)
+        return (-rank, -expected_gain(p, spec, trend, conditions, inconclusive), escalate and not p.subtraction, i)
 
     return [p for _, p in sorted(enumerate(valid), key=order)]
 
@@ -219,4 +227,9 @@ def _for_condition(spec: HarnessSpec, condition: str, components: Sequence[str])
             "stopped while the reward was still climbing")
         add("grpo.learning_rate", grpo.learning_rate / 2, "if the step size halves, Avg@k rises, because large "
             "steps overshoot on a small policy")
+        k = spec.evaluation.k
+        if k < MAX_EVALUATION_SAMPLES:
+            add("evaluation.k", min(2 * k, MAX_EVALUATION_SAMPLES), "if each problem is sampled twice as often, "
+                "the gate tells a real gain from noise, because the last interval straddled the margin with a "
+                "positive mean")
     return out

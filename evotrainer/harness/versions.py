@@ -55,11 +55,36 @@ def spec_of(payload: dict) -> HarnessSpec:  # type: ignore[type-arg]
 
 
 def versioned_event(
-    spec: HarnessSpec, parent: str | None = None, changed_fields: Sequence[str] = (), **metadata: str | None
+    spec: HarnessSpec, parent: str | None = None, changed_fields: Sequence[str] = (), override: str | None = None,
+    **metadata: str | None,
 ) -> NewEvent:
     """HarnessVersioned for `spec`, keyed by the transition (parent -> spec): recording the
     same step twice is a no-op, while going back to an earlier spec is a new version."""
     payload = HarnessVersioned(
-        harness_hash=spec.address(), spec=spec.to_json(), parent_hash=parent, changed_fields=list(changed_fields)
+        harness_hash=spec.address(), spec=spec.to_json(), parent_hash=parent, changed_fields=list(changed_fields),
+        override=override,
     )
     return NewEvent.of(payload, idempotency_key=f"harness:{parent or 'root'}:{spec.address()}", **metadata)
+
+
+def unvalidated_changes(history: Sequence[StoredEvent], current: HarnessSpec, new: HarnessSpec) -> list[str]:
+    """What in `new` may not be recorded on its own word (METHOD.md: a diagnostic joins the
+    harness only once it separates the runs that proved good from those that proved bad):
+    each analyzer whose settings change without an accepted DiagnosticRevised of exactly
+    those thresholds in the branch's history, and any change to the promotion gate (which
+    judges every later candidate: a human's decision, recorded as an override)."""
+    from evotrainer.harness.spec import diff
+
+    changed = [path for path, _, _ in diff(current, new)]
+    out = sorted({f"promotion.{p.split('.')[1]}" for p in changed if p.startswith("promotion.")})
+    for name in sorted({p.split(".")[1] for p in changed if p.startswith("diagnostics.")}):
+        settings = new.diagnostics.get(name)
+        if settings is None or not settings.enabled:
+            out.append(f"diagnostics.{name} (removed or disabled)")
+            continue
+        wanted = {k: v for k, v in (("warning", settings.warning), ("critical", settings.critical)) if v is not None}
+        wanted.update(settings.params)
+        if not any(e.type == "DiagnosticRevised" and e.payload.get("accepted") and e.payload["analyzer"] == name
+                   and e.payload.get("thresholds") == wanted for e in history):  # fmt: skip
+            out.append(f"diagnostics.{name}")
+    return out

@@ -106,7 +106,7 @@ def evaluate(
     jobs = [(t, _prompt_ids(tokenizer, t.prompt, chat)) for t in tasks for _ in range(request.k)]
     batches = [jobs[i : i + request.batch_size] for i in range(0, len(jobs), request.batch_size)]
     samples: list[dict[str, Any]] = []
-    for batch in progress(batches, total=len(batches), desc="evaluate", every=1):
+    for batch in progress(batches, total=len(batches), desc="evaluate", every=max(1, len(batches) // 4)):
         outs = sample(
             model,
             tokenizer,

@@ -21,6 +21,7 @@ def test_list_json_names_every_domain_and_component() -> None:
     for name in rows:
         assert rows[name]["reward_components"] == list(get_domain(name).reward_components)
     assert "pass_fraction" in rows["code"]["reward_components"]
+    assert "constant" in rows["code"]["variants"]
 
 
 def test_list_table() -> None:
@@ -28,7 +29,7 @@ def test_list_table() -> None:
     assert result.exit_code == 0 and "swe" in result.output and "digit_add" in result.output
 
 
-@pytest.mark.parametrize("name", ["math", "math:digit_add", "code", "code:humaneval", "swe"])
+@pytest.mark.parametrize("name", ["math", "math:digit_add", "code", "code:constant", "code:humaneval", "swe"])
 def test_sample_each_domain(name: str) -> None:
     result = runner.invoke(app, ["sample", name, "--n", "2", "--json"])
     assert result.exit_code == 0, result.output

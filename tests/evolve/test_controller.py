@@ -12,6 +12,7 @@ from evotrainer.errors import UsageError
 from evotrainer.evolve import fork_for_intervention
 from evotrainer.evolve.controller import run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.status import experiment_status
 from evotrainer.evolve.tasks import _current_generation, task_id
 from evotrainer.fleet import request_task
 from evotrainer.harness import HarnessSpec
@@ -97,6 +98,11 @@ def test_the_step_budget_counts_every_candidate_and_stops_the_loop(store: EventS
     # Two candidates of 2 steps fit in 5; a third would overrun the budget.
     assert (summary.candidates, summary.steps_spent) == (2, 4)
     assert lines[-1] == "budget spent: 4 of 5 GRPO steps used, a candidate needs 2"
+    status = experiment_status(store, "loop")
+    assert (status.budget_steps, status.spent, status.left, status.running) == (5, 4, 1, [])
+    assert [(b.branch == "main", b.steps) for b in status.branches] == [(True, 0), (False, 2), (False, 2)]
+    assert {b.verdict for b in status.branches[1:]} <= {"promoted", "rejected"}
+    assert status.branches[0].verdict == "start" and status.branches[0].score is not None
 
 
 def test_a_changed_starting_harness_is_refused_by_name(store: EventStore) -> None:

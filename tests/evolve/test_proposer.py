@@ -71,3 +71,20 @@ def test_each_change_is_filed_under_the_condition_it_answers() -> None:
 def test_a_length_budget_already_at_its_floor_is_not_raised() -> None:
     spec = HarnessSpec().with_field("grpo.max_completion_length", 3)
     assert "grpo.max_completion_length" not in dict(fields(builtin_proposals(spec, ["echo_trap"], "math", MATH)))
+
+
+def test_the_reward_trend_sets_the_step_size_and_an_inconclusive_gate_asks_for_more_samples() -> None:
+    from evotrainer.evolve.proposer import continuation_gain, reward_trend
+
+    rising = [{"step": i, "reward": 0.1 * i} for i in range(9)]
+    falling = [{"step": i, "reward": 0.8 - 0.1 * i} for i in range(9)]
+    assert abs(reward_trend(rising) - 0.6) < 1e-9 and reward_trend(falling) < 0 and reward_trend(rising[:2]) is None
+    up = fields(builtin_proposals(HarnessSpec(), [], "math", MATH, trend=0.6))
+    down = fields(builtin_proposals(HarnessSpec(), [], "math", MATH, trend=-0.6))
+    assert up[0] == ("grpo.learning_rate", 2e-3) and down[0] == ("grpo.learning_rate", 5e-4)
+    # More samples only when the gate's last rejection was for want of power.
+    assert fields(builtin_proposals(HarnessSpec(), [], "math", MATH, inconclusive=True))[0] == ("evaluation.k", 16)
+    assert fields(builtin_proposals(HarnessSpec(), [], "math", MATH))[-1][0] != "grpo.learning_rate"
+    assert ("evaluation.k", 16) in up[-3:]
+    # More of the same ranks ahead of untried changes while the start is untrained or the run climbs.
+    assert continuation_gain(False, None) > 0 and continuation_gain(True, 0.6) > 0 > continuation_gain(True, 0.0)

@@ -106,3 +106,32 @@ def test_a_branch_can_go_back_to_an_earlier_harness(seeded: EventStore, capsys: 
     assert main("harness", "record", "demo/main") == 2  # already there: refused, nothing written
     assert "already runs under harness" in capsys.readouterr().err
     assert types(seeded).count("HarnessVersioned") == 3
+
+
+def test_a_diagnostic_or_gate_change_needs_retro_validation_or_a_recorded_override(
+    seeded: EventStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main_ref = BranchRef("demo", "main")
+    assert main("harness", "record", "demo/main") == 0
+    from evotrainer.harness import HarnessSpec
+
+    looser = json.dumps(HarnessSpec().with_field("diagnostics.reward_hacking.warning", 0.2).to_json())
+    gate = json.dumps(HarnessSpec().with_field("promotion.min_margin", 0.2).to_json())
+    assert main("harness", "record", "demo/main", "--spec", looser) == 2
+    assert "diagnostics.reward_hacking changed without retro-validation" in capsys.readouterr().err
+    assert main("harness", "record", "demo/main", "--spec", gate) == 2
+    assert "promotion.min_margin changed without retro-validation" in capsys.readouterr().err
+    assert types(seeded).count("HarnessVersioned") == 1  # nothing written
+    assert main("harness", "record", "demo/main", "--spec", looser, "--override", "reviewed by hand") == 0
+    recorded = [e for e in seeded.read_branch(main_ref) if e.type == "HarnessVersioned"][-1]
+    assert recorded.payload["override"] == "reviewed by hand"
+    assert "diagnostics.reward_hacking.warning" in recorded.payload["changed_fields"]
+    # Retro-validated thresholds need no override (and record none).
+    seeded.append(main_ref, [NewEvent("DiagnosticRevised", {
+        "analyzer": "dead_group_ratio", "analyzer_version": 1, "change": "changed",
+        "thresholds": {"warning": 0.2, "critical": 0.5}, "accepted": True})])  # fmt: skip
+    validated = json.dumps(HarnessSpec().with_field("diagnostics.reward_hacking.warning", 0.2)
+                           .with_field("diagnostics.dead_group_ratio.warning", 0.2).to_json())
+    assert main("harness", "record", "demo/main", "--spec", validated) == 0
+    last = [e for e in seeded.read_branch(main_ref) if e.type == "HarnessVersioned"][-1]
+    assert last.payload["override"] is None and last.payload["changed_fields"] == ["diagnostics.dead_group_ratio.warning"]

@@ -1,0 +1,67 @@
+"""Where an experiment stands: its step budget (spent, left), each candidate's steps,
+verdict and score, and the task running now.
+
+    evotrainer status math-tiny
+    experiment_status(store, "math-tiny")
+
+Read from the log alone: the budget is the one `evotrainer run` recorded with the
+experiment, the steps are the candidates' own TrainingCompleted events (rejected ones
+count, as the controller counts them), and a task is running when it was requested and
+has no outcome yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evotrainer.evolve.promotion import DECISIONS_BRANCH, incumbent_of, own_events
+from evotrainer.refs import BranchRef
+from evotrainer.store import EventStore
+
+
+@dataclass(frozen=True)
+class BranchStatus:
+    branch: str
+    steps: int
+    verdict: str
+    """promoted, rejected, start (main), or waiting (not judged yet)."""
+    score: float | None
+    """The latest selection score of the branch's own newest policy."""
+
+
+@dataclass(frozen=True)
+class ExperimentStatus:
+    experiment: str
+    budget_steps: int | None
+    spent: int
+    incumbent: str
+    branches: list[BranchStatus]
+    running: list[str]
+    """`KIND on BRANCH (task id)` for each requested task with no outcome yet."""
+
+    @property
+    def left(self) -> int | None:
+        return None if self.budget_steps is None else max(self.budget_steps - self.spent, 0)
+
+
+def experiment_status(store: EventStore, experiment: str) -> ExperimentStatus:
+    main = store.read_branch(BranchRef(experiment, DECISIONS_BRANCH))  # NotFoundError names a missing one
+    config = main[0].payload.get("config") or {}
+    verdicts = {e.payload["candidate"]: e.payload["decision"] for e in main if e.type == "PromotionDecided"}
+    rows, running = [], []
+    for info in store.branches(experiment):
+        history = store.read_branch(info.ref)
+        own = own_events(history, info.ref)
+        steps = sum(int(e.payload["steps"]) for e in own if e.type == "TrainingCompleted")
+        policy = next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"), None)
+        scores = [e.payload["avg_at_k"] for e in own if e.type == "EvaluationRecorded"
+                  and e.payload["policy_sha256"] == policy and e.payload["request"].get("part") != "test"]  # fmt: skip
+        verdict = "start" if info.name == DECISIONS_BRANCH else verdicts.get(str(info.ref), "waiting")
+        rows.append(BranchStatus(info.name, steps, verdict, scores[-1] if scores else None))
+        ended = {e.causation_id for e in own if e.type in ("TaskCompleted", "TaskFailed")}
+        running += [f"{e.payload['kind']} on {info.ref} ({e.payload['task_id']})" for e in own
+                    if e.type == "TaskRequested" and e.event_id not in ended]  # fmt: skip
+    budget = config.get("budget_steps")
+    return ExperimentStatus(experiment, int(budget) if budget is not None else None,
+                            sum(r.steps for r in rows if r.branch != DECISIONS_BRANCH),
+                            str(incumbent_of(store, experiment)), rows, running)  # fmt: skip
