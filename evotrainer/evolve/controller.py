@@ -201,9 +201,10 @@ class _Run:
         trend = reward_trend(run.payload.get("step_metrics", [])) if run is not None else None
         continuation = f"continue-{(newest_policy(history) or 'start')[:10]}"
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
+        inconclusive = self._last_verdict_inconclusive()
         proposals = builtin_proposals(
             harness.spec, diagnosed, self.config.domain, self.domain.reward_components, skill_library(self.store),
-            self._rejected_in_a_row(), trend, self._last_verdict_inconclusive(),
+            self._rejected_in_a_row(), trend, inconclusive,
         )  # fmt: skip
         more_of_the_same = continuation_gain(run is not None, trend)
         if self.config.budget_steps is not None:
@@ -211,7 +212,7 @@ class _Run:
             # of the same, one chunk at a time, asks the gate the same question for less.
             proposals = [p for p in proposals if p.field != "grpo.max_steps"]
         for proposal in proposals:
-            gain = expected_gain(proposal, harness.spec, trend, diagnosed, self._last_verdict_inconclusive())
+            gain = expected_gain(proposal, harness.spec, trend, diagnosed, inconclusive)
             if continuation not in existing and more_of_the_same > gain:
                 return self._continue(incumbent, continuation)
             steps = harness.spec.with_field(proposal.field, proposal.value).grpo.max_steps
