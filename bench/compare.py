@@ -41,7 +41,9 @@ def main() -> None:
         from evotrainer.evolve.compare import compare
         from evotrainer.evolve.experiment_config import ExperimentConfig
         from evotrainer.store import EventStore
+        from evotrainer.training.progress import quiet_libraries
 
+        quiet_libraries()  # the figures below are the output; library bars and warnings go to a log
         config = ExperimentConfig.load(EXAMPLE)
         with EventStore.connect(url, actor="bench") as store:
             started = time.perf_counter()
