@@ -54,16 +54,36 @@ class PolicyCheckpoint:
         }
 
 
+HOST_KEYS = ("local_files_only",)
+"""Keys transformers copies from how a tokenizer was loaded into the tokenizer_config.json
+it saves: `local_files_only` is true or false by whether the process ran with the hub
+offline. They say nothing about the policy, and left in they made one policy two hashes."""
+
+
+def strip_host_keys(directory: Path) -> None:
+    """Drop HOST_KEYS from a saved checkpoint's tokenizer_config.json (rewritten only when
+    one was there, keeping the file's own key order and indentation)."""
+    path = directory / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if any(key in config for key in HOST_KEYS):
+        kept = {k: v for k, v in config.items() if k not in HOST_KEYS}
+        path.write_text(json.dumps(kept, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def save_checkpoint(model: Any, tokenizer: Any, store: ArtifactStore) -> tuple[str, int]:
     """Store a model + tokenizer as a directory artifact; returns (sha256, size in bytes).
 
     save_pretrained writes safetensors with sorted tensor names and JSON configs with
-    sorted keys, so equal weights give equal bytes; the directory hash ignores timestamps.
+    sorted keys, so equal weights give equal bytes; the directory hash ignores timestamps,
+    and strip_host_keys takes out what only describes the saving process.
     """
     with tempfile.TemporaryDirectory(prefix="evotrainer-ckpt-") as tmp:
         out = Path(tmp) / "policy"
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
+        strip_host_keys(out)
         sha = store.put_dir(out)
     return sha, store.stat(sha).size
 
@@ -142,6 +162,7 @@ def resolve_policy(
         deterministic(recipe.seed, threads)
         with tempfile.TemporaryDirectory(prefix="evotrainer-tiny-") as tmp:
             info = warm_start(domain, recipe, data_seed, Path(tmp) / "policy")
+            strip_host_keys(Path(tmp) / "policy")
             sha = store.put_dir(Path(tmp) / "policy")
         store.set_ref(f"{ref}.details", store.put_bytes(json.dumps(info, sort_keys=True).encode()))
         store.set_ref(ref, sha)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 CHARSET = string.printable  # digits, letters, punctuation, whitespace: every domain's text fits
-TINY_RECIPE_VERSION = 2
+TINY_RECIPE_VERSION = 3
 """Bump when the tokenizer, architecture or SFT loop changes, so cached warm starts are rebuilt."""
 
 

@@ -50,3 +50,35 @@ def test_smollm2_loads_offline_and_generates(store: Any, monkeypatch: pytest.Mon
     out = model.generate(**ids, max_new_tokens=12, do_sample=False)
     text = tokenizer.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "5" in text
+
+
+_SAVE_ONE = """
+import sys, torch
+from pathlib import Path
+from transformers import AutoTokenizer
+from evotrainer.artifacts import open_store
+from evotrainer.training.policies import save_checkpoint
+from evotrainer.training.tiny import TinyRecipe, build_model, build_tokenizer
+tmp = Path(sys.argv[1])
+torch.manual_seed(0)
+tokenizer = build_tokenizer()
+model = build_model(TinyRecipe(num_hidden_layers=1, hidden_size=32, intermediate_size=64), tokenizer)
+tokenizer.save_pretrained(tmp / "tok")
+print(save_checkpoint(model, AutoTokenizer.from_pretrained(tmp / "tok"), open_store(tmp / "artifacts"))[0])
+"""
+
+
+def test_a_checkpoints_hash_does_not_depend_on_the_hub_mode_of_the_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """transformers writes `local_files_only` (true in offline mode) into tokenizer_config.json:
+    one policy must not get two hashes from the hub mode of the process that saved it."""
+    import os
+
+    hashes = set()
+    for offline in (True, False):
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        if offline:
+            env["HF_HUB_OFFLINE"] = "1"
+        out = subprocess.run([sys.executable, "-c", _SAVE_ONE, str(tmp_path / str(offline))], env=env,
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        hashes.add(out.stdout.strip().splitlines()[-1])
+    assert len(hashes) == 1, hashes
