@@ -152,7 +152,9 @@ def replay_command(
 
 def _replay_computations(branch: BranchRef) -> None:
     from evotrainer.fleet.replay import REPLAYABLE, replay_branch
+    from evotrainer.training.progress import quiet_libraries
 
+    quiet_libraries()  # the tasks run again here: their libraries' bars and warnings go to the log
     counts: dict[str, int] = {}
     changed_environment = False
     with EventStore.connect() as store:
