@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -107,3 +108,56 @@ def test_rewards_never_crash_on_arbitrary_text(text: str) -> None:
 @given(st.text())
 def test_extract_code_never_crashes(text: str) -> None:
     assert isinstance(extract_code(text), str)
+
+
+def _digest(tasks: list[Task]) -> str:
+    rows = [[t.prompt, t.reference, t.level, list(t.metadata["tests"])] for t in tasks]
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("code", "a1543ba65ca6ae8e380108056f01de14d62da5149c02e44e750856ee06b0a903"),
+        ("code:trivial", "0ddcc23bd6b4524a04800a36c06696ad3ad259919ffc526d79bf4676851bff74"),
+        ("code:simple", "4a3fd3d0074fcf6c2ec33c670ae6b68ff95efd7f8389c6a3484db57f4c85ef11"),
+        ("code:loop", "44d75ae40bf9f65c23b5250f75a709cc4a03a262734b717f3089c3c71b730983"),
+    ],
+)
+def test_levels_before_constant_generate_the_tasks_they_always_did(name: str, expected: str) -> None:
+    # Digests recorded before `constant` existed: adding it must not move the older levels'
+    # random streams, nor what plain `code` generates, or recorded runs stop replaying.
+    domain = get_domain(name)
+    assert _digest(domain.tasks("train", 30, 0) + domain.tasks("eval", 10, 3)) == expected
+
+
+def test_constant_level_has_many_prompts_and_held_out_prompts_are_unseen() -> None:
+    domain = get_domain("code:constant")
+    train, held_out = domain.tasks("train", 400, 0), domain.tasks("eval", 100, 0)
+    assert train == domain.tasks("train", 400, 0)
+    assert {t.level for t in train + held_out} == {"constant"}
+    assert len({t.prompt for t in train}) == 400 and len({t.prompt for t in held_out}) == 100
+    # The tests follow from the prompt, so a prompt lies wholly in one split.
+    assert not {t.prompt for t in train} & {t.prompt for t in held_out}
+    assert all(len(t.metadata["tests"]) == 5 for t in train)
+    forms = set()
+    for task in train:  # the body copies the docstring's constant and argument
+        arg, k = task.prompt[task.prompt.index("(") + 1], task.metadata["entry_point"].split("_")[1]
+        words = task.prompt.split('"""')[1].rstrip(".").split()
+        assert k in words and arg in words
+        forms.add(task.reference.removeprefix("    return ").replace(arg, "A").replace(k, "K"))
+    assert forms == {"A+K\n", "A-K\n", "A*K\n", "K-A\n"}
+
+
+def test_constant_references_pass_and_a_wrong_constant_fails() -> None:
+    domain = CodeDomain(CodeConfig(levels=("constant",)))
+    tasks = domain.tasks("eval", 4, 0)
+    for task in tasks:
+        assert domain.score(task, task.reference)["correctness"] == 1.0
+        wrong = task.reference.replace("return ", "return 1+")
+        assert domain.score(task, wrong)["correctness"] == 0.0
+
+
+def test_constant_mixes_with_the_other_levels() -> None:
+    levels = {t.level for t in get_domain("code:constant,trivial").tasks("train", 40, 0)}
+    assert levels == {"constant", "trivial"}
