@@ -7,7 +7,7 @@ CodeContests) take a whole program and compare its stdout per test input.
 
 Generated levels, easiest first:
   constant  `plus_37(x)`, "Return x plus 37." -> `return x+37` (copy an operator and a
-            constant from the prompt; 768 distinct prompts, so held-out prompts are new)
+            constant from the prompt; 1,392 distinct prompts, so held-out prompts are new)
   trivial   add_k / times_k / identity / negate / add (k in 1..9: ~20 distinct prompts)
   simple    square, maximum, is_even, length, reverse, total
   loop      count_positive, factorial
@@ -86,17 +86,19 @@ _CONSTANT_OPS: tuple[tuple[str, str, str, Callable[[int, int], int]], ...] = (
     ("times", "Return {a} times {k}.", "{a}*{k}", lambda a, k: a * k),
     ("from", "Return {k} minus {a}.", "{k}-{a}", lambda a, k: k - a),
 )
-_CONSTANT_ARGS = ("x", "n", "v", "y")
-_CONSTANT_MAX = 49
-"""Sets how hard the copy is for the tiny policy's 300-step warm start. Measured held-out
-pass rates (TinyRecipe seeds 0/1/2): up to 29, ~0.98 (nothing left for GRPO); up to 49,
-0.41/0.88/0.91; up to 99, 0.05/0.02/0.62. Whether the warm start learns to copy digits is
-close to all-or-nothing, so the start depends on the seed; at the recipe's seed 0, 49
-leaves GRPO room to climb."""
+# The argument names and the largest constant set both the number of prompts (4 operators x
+# 58 constants x 6 names = 1,392, about 280 of them held out) and how hard the copy is for
+# the tiny policy's 300-step warm start. Whether that warm start learns to copy digits is
+# close to all-or-nothing and moves with anything that changes its data: held-out pass
+# rates measured at TinyRecipe seed 0 were 0.98 (4 names, constants to 29), 0.41 (to 49;
+# 0.88 and 0.91 at seeds 1 and 2), 0.05 (to 99), 0.07 to 0.95 (8 names, to 49, three
+# choices of names) and 0.56 here, where GRPO at lr 1e-4 gained 0.15 in 40 steps.
+_CONSTANT_ARGS = ("x", "n", "v", "y", "a", "b")
+_CONSTANT_MAX = 59
 
 
 def generate_constant_task(rng: random.Random, n_tests: int = 5) -> dict[str, Any]:
-    """A `constant` problem: 4 operators x 48 constants x 4 argument names = 768 prompts.
+    """A `constant` problem: `plus_37(x)`, "Return x plus 37." -> `    return x+37`.
 
     The answer copies the operator and the constant from the docstring, a skill that carries
     over to constants a policy never trained on. The tests are drawn from the prompt alone,
