@@ -18,13 +18,6 @@ SHORT = {"grpo": {"max_steps": 3, "num_generations": 4, "prompts_per_step": 2, "
          "evaluation": {"k": 2, "eval_tasks": 12}}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _artifacts_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("EVOTRAINER_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("EVOTRAINER_ARTIFACTS", raising=False)
-    monkeypatch.delenv("EVOTRAINER_BROKER_URL", raising=False)
-
-
 @pytest.mark.slow
 def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: EventStore) -> None:
     config = ExperimentConfig(name="cmp", domain="math:column_add", iterations=5, budget_steps=6,

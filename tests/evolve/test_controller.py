@@ -26,13 +26,6 @@ TINY = {"grpo": {"max_steps": 2, "num_generations": 4, "prompts_per_step": 2},
         "evaluation": {"k": 2, "eval_tasks": 4}}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _artifacts_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("EVOTRAINER_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("EVOTRAINER_ARTIFACTS", raising=False)
-    monkeypatch.delenv("EVOTRAINER_BROKER_URL", raising=False)
-
-
 def config(iterations: int) -> ExperimentConfig:
     return ExperimentConfig(name="loop", iterations=iterations, harness=TINY)
 
