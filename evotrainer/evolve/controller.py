@@ -85,7 +85,7 @@ class RunSummary:
 def run_experiment(store: EventStore, config: ExperimentConfig, say: Say = lambda line: None) -> RunSummary:
     """Run (or resume) the loop for `config` until its budget or its ideas run out."""
     run = _Run(store, config, say)
-    main = run.start()
+    run.start()
     while True:
         candidates = run.candidates()
         for candidate in run.unjudged(candidates):
@@ -100,7 +100,7 @@ def run_experiment(store: EventStore, config: ExperimentConfig, say: Say = lambd
         if fresh is None:
             break
         run.judge(fresh)
-    return run.summary(main, run.candidates())
+    return run.summary(run.candidates())
 
 
 class _Run:
@@ -152,8 +152,7 @@ class _Run:
                    for e in own_events(self.store.read_branch(c), c) if e.type == "TrainingCompleted")  # fmt: skip
 
     def unjudged(self, candidates: list[BranchRef]) -> list[BranchRef]:
-        judged = {e.payload["candidate"] for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
-                  if e.type == "PromotionDecided"}  # fmt: skip
+        judged = {e.payload["candidate"] for e in self._decisions()}
         return [c for c in candidates if str(c) not in judged]
 
     # -- steps ---------------------------------------------------------------------
@@ -280,8 +279,7 @@ class _Run:
     def _last_verdict_inconclusive(self) -> bool:
         """Whether the latest rejection was for want of power: a positive mean gain whose
         interval reached below the gate's margin (a real gain the gate could not see)."""
-        decisions = [e for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
-                     if e.type == "PromotionDecided"]  # fmt: skip
+        decisions = self._decisions()
         if not decisions or decisions[-1].payload["decision"] != "rejected":
             return False
         last = decisions[-1].payload
@@ -290,15 +288,14 @@ class _Run:
         return bool(interval and not last.get("blocking_findings") and (last.get("margin") or 0) > 0
                     and interval[1] > 0)  # fmt: skip
 
-    def summary(self, main: BranchRef, candidates: list[BranchRef]) -> RunSummary:
+    def summary(self, candidates: list[BranchRef]) -> RunSummary:
         best = incumbent_of(self.store, self.config.name)
         history = self.store.read_branch(best)
         policy = newest_policy(history)
         protocol = self._protocol(harness_of(history).spec)
         scores = [e.payload["avg_at_k"] for e in history if e.type == "EvaluationRecorded"
                   and e.payload["policy_sha256"] == policy and evaluation_protocol(e) == protocol]  # fmt: skip
-        decisions = [e for e in self.store.read_branch(main) if e.type == "PromotionDecided"]
-        promoted = sum(e.payload["decision"] == "promoted" for e in decisions)
+        promoted = sum(e.payload["decision"] == "promoted" for e in self._decisions())
         return RunSummary(best, scores[-1] if scores else None, len(candidates), promoted,
                           self.steps_spent(candidates), policy)  # fmt: skip
 
@@ -348,11 +345,14 @@ class _Run:
         self.say(f"{incumbent}: backtest of {ident} did not refute it ({listed})")
         return True
 
+    def _decisions(self) -> list[StoredEvent]:
+        """Every gate verdict of the experiment, oldest first."""
+        main = BranchRef(self.config.name, DECISIONS_BRANCH)
+        return [e for e in self.store.read_branch(main) if e.type == "PromotionDecided"]
+
     def _rejected_in_a_row(self) -> int:
-        decisions = [e for e in self.store.read_branch(BranchRef(self.config.name, DECISIONS_BRANCH))
-                     if e.type == "PromotionDecided"]  # fmt: skip
         count = 0
-        for event in reversed(decisions):
+        for event in reversed(self._decisions()):
             if event.payload["decision"] != "rejected":
                 break
             count += 1
