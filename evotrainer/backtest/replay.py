@@ -102,6 +102,8 @@ def reward_backtest(records: Sequence[RolloutRecord], base: HarnessSpec, candida
     for idx in groups.values():
         v_before |= _violations(idx, before, truth)
         v_after |= _violations(idx, after, truth)
+    paid_before = {i for i, t in enumerate(truth) if t == 0 and before[i] > 1e-12}
+    paid_after = {i for i, t in enumerate(truth) if t == 0 and after[i] > 1e-12}
     n = len(groups) or 1
     return {
         "rollouts": len(records), "groups": len(groups),
@@ -113,6 +115,10 @@ def reward_backtest(records: Sequence[RolloutRecord], base: HarnessSpec, candida
         "effective_data_fraction": 1 - len(dead_after) / n, "dead_group_ratio": len(dead_after) / n,
         "ordering_violations_before": len(v_before), "ordering_violations": len(v_after),
         "ordering_violations_introduced": len(v_after - v_before),
+        "ordering_violations_removed": len(v_before - v_after),
+        # What a gamed bonus does, rollout by rollout: pay for a wrong answer.
+        "wrong_rewarded_before": len(paid_before), "wrong_rewarded": len(paid_after),
+        "wrong_rewarded_removed": len(paid_before - paid_after),
         "rescued_groups": sorted(dead_before - dead_after)[:20],
     }  # fmt: skip
 

@@ -93,13 +93,20 @@ def domain_scorer(domain: str, train_tasks: int, data_seed: int) -> ScoreMissing
 def run_intervention_backtest(
     store: EventStore, branch: BranchRef, intervention_id: str, evidence: str | None = None,
     artifacts: ArtifactStore | None = None, score_missing: ScoreMissing | None = None,
+    evidence_branch: BranchRef | None = None,
 ) -> BacktestRun:  # fmt: skip
+    """Replay the intervention proposed on `branch` on that branch's latest evidence, or on
+    `evidence_branch`'s: the run of a candidate rejected against `branch` that showed what
+    the intervention answers (a start that trained nothing has no evidence of its own)."""
     # One read of the branch serves the proposal, its base harness and the evidence.
     history = store.read_branch(branch)
     proposal, base = find_intervention(history, branch, intervention_id)
     kind = backtest_kind(proposal.field)
     candidate = base.with_field(proposal.field, proposal.new_value)
-    found = branch_evidence(history, branch, evidence, artifacts)
+    if evidence_branch is None:
+        found = branch_evidence(history, branch, evidence, artifacts)
+    else:
+        found = branch_evidence(store.read_branch(evidence_branch), evidence_branch, evidence, artifacts)
     started = time.perf_counter()
     figures = run_backtest(kind, found.records, base, candidate, score_missing)
     seconds = time.perf_counter() - started
@@ -110,8 +117,8 @@ def run_intervention_backtest(
 def backtest_task(
     store: EventStore, request: Mapping[str, Any], artifacts: ArtifactStore | None = None
 ) -> list[NewEvent]:
-    """Fleet task "backtest": inputs {"branch", "intervention_id", "evidence"?, "domain"?,
-    "train_tasks"?, "data_seed"?}."""
+    """Fleet task "backtest": inputs {"branch", "intervention_id", "evidence"?,
+    "evidence_branch"?, "domain"?, "train_tasks"?, "data_seed"?}."""
     inputs = request_inputs(request)
     scorer = None
     if inputs.get("domain"):
@@ -120,5 +127,6 @@ def backtest_task(
     run = run_intervention_backtest(
         store, BranchRef.parse(str(inputs["branch"])), str(inputs["intervention_id"]),
         inputs.get("evidence"), artifacts, scorer,
+        BranchRef.parse(str(inputs["evidence_branch"])) if inputs.get("evidence_branch") else None,
     )  # fmt: skip
     return run.events()

@@ -60,6 +60,15 @@ class Domain(ABC):
     """Names of the components `score` reports, in a stable order."""
     correctness_component: str = "correctness"
     """The binary ground-truth component (what reward hacking is measured against)."""
+    bait_components: tuple[str, ...] = ()
+    """Components that can be earned without solving the task (a length bonus), kept so a
+    harness can be tested against reward hacking (a canary) or weighted by a human who
+    wants them. The rule proposer never adds weight to them."""
+
+    @property
+    def proposable_components(self) -> tuple[str, ...]:
+        """The components the rule proposer may give weight to."""
+        return tuple(c for c in self.reward_components if c not in self.bait_components)
 
     @abstractmethod
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:

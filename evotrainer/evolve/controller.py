@@ -38,6 +38,7 @@ from evotrainer.evolve.execute import (
     fork_for_intervention,
     fork_to_continue,
     is_continuation,
+    is_second_look,
 )
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.evolve.promotion import (
@@ -51,6 +52,8 @@ from evotrainer.evolve.promotion import (
     reject_unrunnable,
 )
 from evotrainer.evolve.proposer import (
+    MAX_EVALUATION_SAMPLES,
+    VALIDITY_CONDITIONS,
     Proposal,
     builtin_proposals,
     continuation_gain,
@@ -67,8 +70,11 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 Say = Callable[[str], None]
-_BACKTEST_HEADLINES = ("dead_groups_rescued", "ordering_violations_introduced", "correct_cut_fraction",
-                       "effective_data_fraction")  # fmt: skip
+_EXPLOIT_GAIN = 1.9
+"""Where more of the same ranks when it is time to exploit (_exploit_now): above every
+change on expected_gain's scale but a validity repair (2.0 and up)."""
+_BACKTEST_HEADLINES = ("dead_groups_rescued", "wrong_rewarded_removed", "ordering_violations_introduced",
+                       "correct_cut_fraction", "effective_data_fraction")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -164,7 +170,8 @@ class _Run:
         history = self.store.read_branch(branch)
         harness = harness_of(history)
         own = own_events(history, branch)
-        if branch.branch != DECISIONS_BRANCH and not any(e.type == "RolloutsRecorded" for e in own):
+        trains = branch.branch != DECISIONS_BRANCH and not is_second_look(history, branch)
+        if trains and not any(e.type == "RolloutsRecorded" for e in own):
             self._train(branch, history, harness.spec, harness.address)
             history = self.store.read_branch(branch)
             own = own_events(history, branch)
@@ -190,22 +197,28 @@ class _Run:
         ran out (said why)."""
         history = self.store.read_branch(incumbent)
         harness = harness_of(history)
-        own = own_events(history, incumbent)
         spent = self.steps_spent(candidates)
-        if not self._affordable(spent, harness.spec.grpo.max_steps):
-            return None
         existing = {info.name for info in self.store.branches(self.config.name)}
-        diagnosis = next((e for e in reversed(own) if e.type == "DiagnosisRecorded"), None)
-        run = next((e for e in reversed(own) if e.type == "TrainingCompleted"), None)
+        inconclusive = self._last_verdict_inconclusive()
+        # Judging the chunk the gate could not see again costs no GRPO step: it goes first.
+        look = self._second_look(incumbent, existing) if inconclusive else None
+        if look is not None or not self._affordable(spent, harness.spec.grpo.max_steps):
+            return look
+        # The run that made the best so far: its own, or, for a second look, its source's.
+        diagnosis = next((e for e in reversed(history) if e.type == "DiagnosisRecorded"), None)
+        run = next((e for e in reversed(history) if e.type == "TrainingCompleted"), None)
         trend = reward_trend(run.payload.get("step_metrics", [])) if run is not None else None
         continuation = f"continue-{(newest_policy(history) or 'start')[:10]}"
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
-        inconclusive = self._last_verdict_inconclusive()
+        seen_on, validity = self._validity_conditions_against(incumbent)
+        diagnosed += [c for c in validity if c not in diagnosed]
         proposals = builtin_proposals(
-            harness.spec, diagnosed, self.config.domain, self.domain.reward_components, skill_library(self.store),
+            harness.spec, diagnosed, self.config.domain, self.domain.proposable_components, skill_library(self.store),
             self._rejected_in_a_row(), trend, inconclusive,
         )  # fmt: skip
         more_of_the_same = continuation_gain(run is not None, trend)
+        if self._exploit_now(incumbent, spent, harness.spec.grpo.max_steps):
+            more_of_the_same = max(more_of_the_same, _EXPLOIT_GAIN)
         if self.config.budget_steps is not None:
             # Under a step budget a longer run is a continuation judged in one piece: more
             # of the same, one chunk at a time, asks the gate the same question for less.
@@ -214,6 +227,8 @@ class _Run:
             gain = expected_gain(proposal, harness.spec, trend, diagnosed, inconclusive)
             if continuation not in existing and more_of_the_same > gain:
                 return self._continue(incumbent, continuation)
+            if proposal.field.startswith("evaluation."):
+                continue  # measuring differently changes no policy: only a second look uses it
             steps = harness.spec.with_field(proposal.field, proposal.value).grpo.max_steps
             if not self._affordable(spent, steps, quiet=True):
                 continue  # a longer run than the budget has left
@@ -227,7 +242,8 @@ class _Run:
                                           NewEvent.of(designed.event, idempotency_key=f"intervention:{ident}")])
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
             self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger})")
-            if not self._survives_backtest(incumbent, designed.event):
+            evidence = seen_on if not any(e.type == "RolloutsRecorded" for e in history) else None
+            if not self._survives_backtest(incumbent, designed.event, evidence):
                 continue
             forked = fork_for_intervention(self.store, incumbent, name, ident)
             self.say(f"{incumbent}: forked {self.config.name}/{name} at seq {forked.forked.payload['fork_seq']}")
@@ -236,6 +252,55 @@ class _Run:
             return self._continue(incumbent, continuation)
         self.say(f"nothing left to propose for {incumbent}: stopping after {len(candidates)} candidate versions")
         return None
+
+    def _exploit_now(self, incumbent: BranchRef, spent: int, chunk: int) -> bool:
+        """Whether more of the best so far's own recipe should come before any change but a
+        validity repair: when the budget has one chunk left (a change that loses then
+        cannot be followed by anything, so the last chunk goes to the candidate least
+        likely to lose), and right after a change was rejected against the best so far
+        (its recipe is still the best known: go on with it before trying another)."""
+        if self.config.budget_steps is not None and not self._affordable(spent, 2 * chunk, quiet=True):
+            return True
+        decisions = self._decisions()
+        if not decisions or decisions[-1].payload["decision"] != "rejected":
+            return False
+        last = decisions[-1].payload
+        return last.get("evidence", {}).get("incumbent") == str(incumbent) and last.get("intervention_id") is not None
+
+    def _second_look(self, incumbent: BranchRef, existing: set[str]) -> BranchRef | None:
+        """Judge the candidate the gate just rejected for want of power again, with twice
+        the samples per problem (evaluation.k): a fork of that candidate
+        which trains nothing (is_second_look), its trained policy evaluated anew and the
+        best so far re-evaluated the same way. None when the last rejection was against
+        another incumbent, was a second look itself, or k is at MAX_EVALUATION_SAMPLES.
+
+        A second look is a second test of one policy: at the gate's 95% two-sided interval
+        each look wrongly promotes a no-gain chunk at most 2.5% of the time, so with one
+        second look per policy at most 5%."""
+        last = self._decisions()[-1].payload
+        if last.get("evidence", {}).get("incumbent") != str(incumbent):
+            return None
+        rejected = BranchRef.parse(last["candidate"], allow_seq=False)
+        rejected_history = self.store.read_branch(rejected)
+        source = harness_of(rejected_history)
+        k = source.spec.evaluation.k
+        if k >= MAX_EVALUATION_SAMPLES or is_second_look(rejected_history, rejected):
+            return None  # one second look per policy: each look is another chance of a false promotion
+        hypothesis = ("if each problem is sampled twice as often, the gate tells this chunk's gain from noise, "
+                      "because its interval straddled the margin with a positive mean")
+        designed = design_intervention(source.spec, {"evaluation.k": min(2 * k, MAX_EVALUATION_SAMPLES)},
+                                       hypothesis=hypothesis, proposer="builtin")  # fmt: skip
+        ident = designed.event.intervention_id
+        name = f"second-look-{ident.removeprefix('iv-')[:6]}"
+        if name in existing:
+            return None
+        self.store.append(rejected, [*source.unrecorded_default(),
+                                     NewEvent.of(designed.event, idempotency_key=f"intervention:{ident}")])
+        forked = fork_for_intervention(self.store, rejected, name, ident)
+        self.say(f"{rejected}: rejected for want of power: a second look at its policy with evaluation.k "
+                 f"{k} -> {designed.event.new_value} ({self.config.name}/{name}, forked at seq "
+                 f"{forked.forked.payload['fork_seq']}, trains nothing)")  # fmt: skip
+        return BranchRef(self.config.name, name)
 
     def _continue(self, incumbent: BranchRef, name: str) -> BranchRef:
         forked = fork_to_continue(self.store, incumbent, name)
@@ -327,13 +392,20 @@ class _Run:
     def _task(self, branch: BranchRef, kind: str, inputs: dict[str, object]) -> list[StoredEvent]:
         return run_task(self.store, branch, kind, inputs, self.config.task_timeout_s)
 
-    def _survives_backtest(self, incumbent: BranchRef, proposal: InterventionProposed) -> bool:
+    def _survives_backtest(
+        self, incumbent: BranchRef, proposal: InterventionProposed, evidence_branch: BranchRef | None = None
+    ) -> bool:
+        """Backtest the proposal on the best so far's latest evidence (or `evidence_branch`'s,
+        when the best so far trained nothing itself); False, said why, when refuted."""
         ident = proposal.intervention_id
         try:
             backtest_kind(proposal.field)
         except NotBacktestableError:
             return True  # nothing can judge it before training: the gate will
-        produced = self._task(incumbent, "backtest", {"intervention_id": ident, "domain": self.config.domain})
+        inputs: dict[str, object] = {"intervention_id": ident, "domain": self.config.domain}
+        if evidence_branch is not None:
+            inputs["evidence_branch"] = str(evidence_branch)
+        produced = self._task(incumbent, "backtest", inputs)
         try:
             check_backtest(self.store.read_branch(incumbent), incumbent, proposal)
         except UsageError as exc:
@@ -344,6 +416,27 @@ class _Run:
         listed = ", ".join(f"{k} {v}" for k, v in shown.items())
         self.say(f"{incumbent}: backtest of {ident} did not refute it ({listed})")
         return True
+
+    def _validity_conditions_against(self, incumbent: BranchRef) -> tuple[BranchRef | None, list[str]]:
+        """Validity conditions (a gamed reward, a leak) diagnosed on candidates the gate
+        rejected against the best so far, and the latest such candidate (its run is the
+        evidence a backtest of the repair replays). They describe the harness the candidate
+        shared with the best so far, not the chunk's luck: the first chunk that games a
+        bonus is rejected, and the bonus is why the next change is made."""
+        found: list[str] = []
+        seen_on = None
+        for decided in self._decisions():
+            evidence = decided.payload.get("evidence", {})
+            if decided.payload["decision"] != "rejected" or evidence.get("incumbent") != str(incumbent):
+                continue
+            diagnosis_id = evidence.get("diagnosis", {}).get("event_id")
+            candidate = BranchRef.parse(decided.payload["candidate"], allow_seq=False)
+            for event in self.store.read_branch(candidate):
+                shown = [c for c in event.payload.get("conditions", []) if c in VALIDITY_CONDITIONS]
+                if event.event_id == diagnosis_id and shown:
+                    found += [c for c in shown if c not in found]
+                    seen_on = candidate
+        return seen_on, found
 
     def _decisions(self) -> list[StoredEvent]:
         """Every gate verdict of the experiment, oldest first."""

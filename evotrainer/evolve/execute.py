@@ -81,6 +81,17 @@ def is_continuation(history: list[StoredEvent], ref: BranchRef) -> bool:
                and e.experiment == ref.experiment and e.branch == ref.branch for e in history)  # fmt: skip
 
 
+def is_second_look(history: list[StoredEvent], ref: BranchRef) -> bool:
+    """Whether the branch only changed how policies are measured (`evaluation.*` fields)
+    of a branch that trained: it judges its source's trained policy again under the new
+    protocol and trains nothing itself (retraining would reproduce the same policy at
+    the cost of a chunk of the budget)."""
+    own = [e for e in history if e.experiment == ref.experiment and e.branch == ref.branch]
+    changed = [f for e in own if e.type == "HarnessVersioned" for f in e.payload.get("changed_fields", [])]
+    measured_only = bool(changed) and all(field.startswith("evaluation.") for field in changed)
+    return measured_only and any(e.type == "RolloutsRecorded" for e in history)
+
+
 def check_backtest(history: list[StoredEvent], source: BranchRef, proposal: InterventionProposed) -> None:
     """Refuse an intervention that failed its backtest, or one that could have had a
     backtest and has none."""

@@ -7,8 +7,9 @@ the same evaluation protocol by the gate's margin, with no blocking diagnostic.
 What it takes (DESIGN.md step 7, METHOD.md "Promotion and invalid branches"):
 - The best so far (the incumbent) is the candidate most recently promoted on
   EXPERIMENT/main, where every decision is recorded; before any promotion it is main.
-- The candidate must have trained on its own branch, have a diagnosis of that run's
-  evidence, and an evaluation of its newest policy. The baseline is an evaluation of the
+- The candidate must hold training the incumbent does not (its own run, or for a second
+  look the run of the branch it re-judges), a diagnosis of that run's evidence, and an
+  evaluation of its newest policy. The baseline is an evaluation of the
   policy that won (the incumbent's newest when it was promoted; main's newest before any
   promotion) under the same protocol (domain, k, problems, temperature, completion
   length, seeds): scores measured differently are never compared.
@@ -116,10 +117,10 @@ def decide_promotion(
     if candidate == incumbent:
         return _decision_that_promoted(candidate, main_head, promoting)
     history = store.read_branch(candidate)
-    diagnosis = _diagnosis_of_own_run(history, candidate)
+    incumbent_history = store.read_branch(incumbent)
+    diagnosis = _diagnosis_of_candidates_run(history, candidate, incumbent_history)
     evaluation = _evaluation_of_newest_policy(history, candidate, "")
     protocol = evaluation_protocol(evaluation)
-    incumbent_history = store.read_branch(incumbent)
     # The best so far is the policy that won, not whatever its branch trained since.
     won_at = promoting.global_position if promoting is not None else None
     baseline = _evaluation_of_newest_policy(incumbent_history, incumbent, " (the best so far)", protocol, won_at)
@@ -262,14 +263,19 @@ def newest_policy(history: list[StoredEvent], before: GlobalPosition | None = No
                  and (before is None or e.global_position < before)), None)  # fmt: skip
 
 
-def _diagnosis_of_own_run(history: list[StoredEvent], candidate: BranchRef) -> StoredEvent:
-    own = own_events(history, candidate)
-    runs = [e for e in own if e.type == "RolloutsRecorded"]
+def _diagnosis_of_candidates_run(
+    history: list[StoredEvent], candidate: BranchRef, incumbent_history: list[StoredEvent]
+) -> StoredEvent:
+    """The diagnosis of the training that makes the candidate differ from the best so far:
+    its newest run that the incumbent's history does not hold. That is the candidate's own
+    run, or for a second look (a fork that only measures differently) its source's."""
+    held = {e.event_id for e in incumbent_history}
+    runs = [e for e in history if e.type == "RolloutsRecorded" and e.event_id not in held]
     if not runs:
         raise UsageError(f"{candidate} has no training run of its own: train it (`evotrainer train {candidate}`) "
                          "before it is judged")  # fmt: skip
     evidence = runs[-1].payload["evidence_sha256"]
-    diagnoses = [e for e in own if e.type == "DiagnosisRecorded" and e.payload["evidence"] == evidence]
+    diagnoses = [e for e in history if e.type == "DiagnosisRecorded" and e.payload["evidence"] == evidence]
     if not diagnoses:
         raise UsageError(f"{candidate}'s latest run (evidence {evidence[:12]}) has no diagnosis: run "
                          f"`evotrainer diagnose {candidate}` first")  # fmt: skip

@@ -65,7 +65,15 @@ _FLAT = 0.02
 
 
 VALIDITY_CONDITIONS = ("reward_hacking", "leaked_reference", "length_gaming", "echo_trap")
-"""Conditions that say a score cannot be trusted: answering them comes before any gain."""
+"""Conditions that say a score cannot be trusted: answering them comes before any gain,
+the reward itself first (a gamed reward makes every other repair moot)."""
+
+
+def _repairs(condition: str, proposal: Proposal) -> bool:
+    """Whether the proposal is a repair for a validity condition: a change its suggestion
+    names, and never more weight on a shaped component (that is what gets gamed)."""
+    adds_weight = proposal.field.startswith("rewards.weights.") and not proposal.subtraction
+    return answers(condition, proposal.field) and not adds_weight
 
 
 def expected_gain(
@@ -78,8 +86,9 @@ def expected_gain(
     power (a positive gain whose interval reached below the margin); a run still climbing
     when it stopped asks for a larger step, one whose reward fell for a smaller one. More
     samples the evidence did not ask for come last: they cost evaluation time for nothing."""
-    if any(c in VALIDITY_CONDITIONS and answers(c, proposal.field) for c in conditions):
-        return 2.0
+    repaired = [i for i, c in enumerate(VALIDITY_CONDITIONS) if c in conditions and _repairs(c, proposal)]
+    if repaired:
+        return 2.0 + (len(VALIDITY_CONDITIONS) - repaired[0]) / 10
     if proposal.field == "evaluation.k":
         return 1.5 if inconclusive else -1.0
     if proposal.field == "grpo.learning_rate" and trend is not None:

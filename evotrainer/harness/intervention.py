@@ -44,8 +44,13 @@ class DesignedIntervention:
     candidate: HarnessSpec
 
 
-def default_criterion(field: str) -> str:
-    """A falsifiable criterion a backtest can check for the kinds of field it can replay."""
+def default_criterion(field: str, value: Any = None) -> str:
+    """A falsifiable criterion a backtest can check for the kinds of field it can replay.
+    Taking a reward component's weight away (the repair for a gamed bonus) must stop paying
+    some wrong completions; adding one must give dead groups a gradient; neither may make a
+    wrong completion outrank a right one."""
+    if field.startswith(REWARD_PREFIX) and value == 0:
+        return "wrong_rewarded_removed >= 1 and ordering_violations_introduced == 0"
     if field.startswith(REWARD_PREFIX):
         return "dead_groups_rescued >= 1 and ordering_violations_introduced == 0"
     if field in LENGTH_FIELDS:
@@ -84,7 +89,7 @@ def design_intervention(
     leaves = [p for p in changed if not (p == field and old == {})]
     if len(leaves) != 1:
         raise MultiFieldInterventionError(leaves)
-    criterion = success_criterion or default_criterion(field)
+    criterion = success_criterion or default_criterion(field, value)
     parse_criterion(criterion)
     frozen = list(frozen_fields) if frozen_fields else default_frozen(base, field)
     for path in frozen:

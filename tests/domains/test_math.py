@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from evotrainer.domains import UnknownDomainError, get_domain
 from evotrainer.domains.answers import answers_match, extract_answer, is_well_formatted, parse_number
-from evotrainer.domains.math import LEVELS, MathConfig, MathDomain, load_gsm8k_jsonl
+from evotrainer.domains.math import LEVELS, MathConfig, MathDomain, length_bonus, load_gsm8k_jsonl
 from evotrainer.errors import EvotrainerError, UsageError
 
 
@@ -51,7 +51,8 @@ def test_score_hand_checked(completion: str, reference: str, correct: float, for
     domain = MathDomain()
     task = domain.tasks("train", 1, 0)[0]
     task = type(task)(task_id="t", domain="math", prompt="?", reference=reference)
-    assert domain.score(task, completion) == {"correctness": correct, "format": formatted}
+    scored = domain.score(task, completion)
+    assert scored == {"correctness": correct, "format": formatted, "length": length_bonus(completion)}
 
 
 @settings(max_examples=300, deadline=None)
@@ -61,7 +62,8 @@ def test_rewards_never_crash_on_arbitrary_text(text: str) -> None:
     task = domain.tasks("eval", 1, 0)[0]
     rewards = domain.score(task, text)
     assert set(rewards) == set(domain.reward_components)
-    assert all(v in (0.0, 1.0) for v in rewards.values())
+    assert all(rewards[c] in (0.0, 1.0) for c in ("correctness", "format"))
+    assert 0.0 <= rewards["length"] <= 1.0
     parse_number(text)
     answers_match(extract_answer(text), text)
     is_well_formatted(text)
@@ -88,7 +90,8 @@ def test_levels_are_deterministic_disjoint_and_self_consistent(level: str) -> No
     assert not {t.prompt for t in train} & {t.prompt for t in evals}
     for task in train + evals:
         assert task.level == level
-        assert domain.score(task, task.reference) == {"correctness": 1.0, "format": 1.0}
+        scored = domain.score(task, task.reference)
+        assert (scored["correctness"], scored["format"]) == (1.0, 1.0)
 
 
 def test_easiest_level_is_tiny() -> None:
@@ -116,3 +119,11 @@ def test_unknown_domain_is_a_user_error() -> None:
     assert isinstance(info.value, EvotrainerError)
     with pytest.raises(UnknownDomainError):
         get_domain("math:calculus")
+
+
+def test_the_length_bonus_pays_for_characters_whatever_they_say() -> None:
+    assert length_bonus("64") == 2 / 16
+    assert length_bonus("  64  ") == 2 / 16
+    assert length_bonus("64 64 64 64 64 64") == 1.0  # padding earns it in full: the canary's bait
+    assert "length" in get_domain("math").bait_components
+    assert "length" not in get_domain("math").proposable_components

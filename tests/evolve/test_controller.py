@@ -10,7 +10,7 @@ import pytest
 
 from evotrainer.errors import UsageError
 from evotrainer.evolve import fork_for_intervention
-from evotrainer.evolve.controller import run_experiment
+from evotrainer.evolve.controller import _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.evolve.status import experiment_status
 from evotrainer.evolve.tasks import _current_generation, task_id
@@ -160,3 +160,39 @@ def test_work_whose_attempts_ran_out_is_asked_for_again_under_a_new_id(store: Ev
                                                     "error_class": error, "message": "m"})])  # fmt: skip
     # -r2 failed by raising: the same inputs would fail the same way, so it stays.
     assert _current_generation(store, main, first) == f"{first}-r2"
+
+
+def test_a_second_look_judges_the_rejected_policy_again_with_more_samples_and_trains_nothing(
+    store: EventStore,
+) -> None:
+    # A gate no chunk can clear: the first candidate is rejected whatever it gained.
+    strict = {**TINY, "promotion": {"min_margin": 1.0}}
+    first = ExperimentConfig(name="loop", iterations=1, harness=strict)
+    run_experiment(store, first)
+    (rejected,) = [info.ref for info in store.branches("loop") if info.name != "main"]
+    trained = [e for e in store.read_branch(rejected) if e.branch == rejected.branch and e.type == "TrainingCompleted"]
+
+    lines: list[str] = []
+    loop = _Run(store, first.model_copy(update={"iterations": 2}), lines.append)
+    main = BranchRef("loop", "main")
+    look = loop._second_look(main, {info.name for info in store.branches("loop")})
+    assert look is not None and look.branch.startswith("second-look-")
+    assert "trains nothing" in lines[-1]
+    loop.judge(look)
+
+    history = store.read_branch(look)
+    own = [e for e in history if e.branch == look.branch]
+    assert not [e for e in own if e.type in ("TrainingCompleted", "RolloutsRecorded")]
+    assert loop.steps_spent(loop.candidates()) == sum(int(e.payload["steps"]) for e in trained)
+    (evaluation,) = [e for e in own if e.type == "EvaluationRecorded"]
+    assert evaluation.payload["request"]["k"] == 2 * TINY["evaluation"]["k"]
+    decision = [e for e in store.read_branch(main) if e.type == "PromotionDecided"][-1].payload
+    assert decision["candidate"] == str(look)
+    # Judged on the rejected branch's own run and diagnosis, against the start re-measured
+    # the same way.
+    diagnosis = [e for e in store.read_branch(rejected) if e.type == "DiagnosisRecorded"][-1]
+    assert decision["evidence"]["diagnosis"]["event_id"] == diagnosis.event_id
+    assert decision["evidence"]["protocol"]["k"] == 2 * TINY["evaluation"]["k"]
+    assert decision["evidence"]["baseline_evaluation"]["branch"] == "loop/main"
+    # One second look per policy: the look itself is never looked at again.
+    assert loop._second_look(main, {info.name for info in store.branches("loop")}) is None

@@ -88,3 +88,14 @@ def test_the_reward_trend_sets_the_step_size_and_an_inconclusive_gate_asks_for_m
     assert ("evaluation.k", 16) in up[-3:]
     # More of the same ranks ahead of untried changes while the start is untrained or the run climbs.
     assert continuation_gain(False, None) > 0 and continuation_gain(True, 0.6) > 0 > continuation_gain(True, 0.0)
+
+
+def test_a_gamed_bonus_is_taken_away_before_anything_else_and_never_topped_up() -> None:
+    spec = HarnessSpec().with_field("rewards.weights.length", 2.0)
+    seen = ["insufficient_signal", "echo_trap", "reward_hacking", "length_gaming"]
+    ranked = builtin_proposals(spec, seen, "math", ("correctness", "format", "length"))
+    assert (ranked[0].field, ranked[0].value) == ("rewards.weights.length", 0.0)
+    # More weight on another shaped component is no repair for a reward that is gamed.
+    topped_up = next(i for i, p in enumerate(ranked) if p.field == "rewards.weights.format")
+    repairs = [i for i, p in enumerate(ranked) if p.field in ("grpo.beta", "grpo.max_completion_length")]
+    assert all(i < topped_up for i in repairs)
