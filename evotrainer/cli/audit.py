@@ -23,23 +23,34 @@ def audit_command(
     promotions: bool = typer.Option(
         False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage)."
     ),
+    trust: list[Path] = typer.Option(
+        None, "--trust", help="A file of public keys (hex, one a line) whose signed anchors to accept, besides "
+        "this machine's own key (`evotrainer anchor --public-key` prints it)."
+    ),
 ) -> None:
-    """Verify hash chains. Exit 0 intact, 1 altered (first bad event named), 2 usage error."""
+    """Verify hash chains and every signed anchor (`evotrainer anchor`). Exit 0 intact, 1
+    altered (first bad event named), 2 usage error."""
+    from evotrainer.store.anchors import stored_anchors, trusted_keys, verify_signed_anchors
     from evotrainer.store.audit import audit, verify_anchors
 
     branch = BranchRef.parse(ref, allow_seq=False) if ref else None
     anchored = _read_anchors(anchors) if anchors else None
+    trusted = trusted_keys(trust)
     with EventStore.connect() as store:
         report = audit(store, branch)
         if anchored is not None:
             report.problems.extend(verify_anchors(store, anchored))
+        signed = [a for a in stored_anchors(store, branch.experiment if branch else None) if a.branch in report.heads]
+        report.problems.extend(verify_signed_anchors(store, signed, trusted))
         if artifacts:
             report.problems.extend(_audit_artifacts(store, branch))
         decisions = _decisions(store, branch) if promotions else []
     if as_json:
-        print_json({**report.to_json(), **({"promotions": [d.to_json() for d in decisions]} if promotions else {})})
+        print_json({**report.to_json(), "signed_anchors": len(signed),
+                    **({"promotions": [d.to_json() for d in decisions]} if promotions else {})})  # fmt: skip
     elif report.intact:
-        typer.echo(f"intact: {report.branches} branches, {report.events} events verified")
+        held = f", {len(signed)} signed anchors hold" if signed else ""
+        typer.echo(f"intact: {report.branches} branches, {report.events} events verified{held}")
     else:
         typer.echo(f"ALTERED: first bad event {report.problems[0]}")
         for problem in report.problems[1:]:
@@ -123,3 +134,28 @@ def _read_anchors(path: Path) -> dict[str, dict[str, object]]:
     if not well_formed:
         raise UsageError(f"{path} holds no branch heads (expected the output of `audit --json`)")
     return heads  # type: ignore[return-value]
+
+
+def anchor_command(
+    experiment: str = typer.Argument(None, help="Experiment whose branch heads to sign; every one when omitted."),
+    out: Path = typer.Option(None, "--out", help="Also write the signed anchors to this JSON file."),
+    public_key: bool = typer.Option(False, "--public-key", help="Only print this machine's public key (hex)."),
+) -> None:
+    """Sign every branch head with this machine's anchor key (EVOTRAINER_HOME/anchor-key.pem,
+    or EVOTRAINER_ANCHOR_KEY; created on first use) and store the anchors, after checking
+    that the record audits intact. `audit` then verifies them: a superuser who edits an
+    event and re-hashes the rest of its branch is caught at the first anchor after it."""
+    from evotrainer.store.anchors import anchor_experiment, public_hex, signing_key
+
+    if public_key:
+        typer.echo(public_hex(signing_key()))
+        return
+    with EventStore.connect() as store:
+        signed = anchor_experiment(store, experiment)
+    if out is not None:
+        try:
+            out.write_bytes(orjson.dumps([a.to_json() for a in signed], option=orjson.OPT_INDENT_2))
+        except OSError as exc:
+            raise UsageError(f"cannot write {out}: {exc.strerror}") from None
+    typer.echo(f"signed {len(signed)} branch heads with key {signed[0].public_key[:16]}" if signed
+               else "nothing to sign")  # fmt: skip

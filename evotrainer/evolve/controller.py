@@ -68,6 +68,7 @@ from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import harness_of, versioned_event
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
+from evotrainer.store.anchors import anchor_experiment
 
 Say = Callable[[str], None]
 _EXPLOIT_GAIN = 1.9
@@ -327,6 +328,9 @@ class _Run:
         else:
             stored = record_promotion(self.store, candidate)[1]
         self.say(f"{candidate}: {stored.payload['reason']}")
+        # Every verdict is signed into the record at once: a rewrite of anything up to it
+        # (by a superuser who re-hashes the chain) fails `audit` from now on.
+        anchor_experiment(self.store, self.config.name)
 
     def _baseline_under_candidates_protocol(self, candidate: BranchRef) -> None:
         """A candidate that changed the evaluation protocol (more samples, more problems) is

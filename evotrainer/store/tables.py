@@ -103,6 +103,22 @@ class SubscriptionRow(SQLModel, table=True):
     position: int = Field(default=0, sa_column=sa.Column(sa.BigInteger, nullable=False, server_default="0"))
 
 
+class AnchorRow(SQLModel, table=True):
+    """A branch head signed with a key outside the database (store/anchors.py)."""
+
+    __tablename__ = "anchors"
+
+    experiment: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    branch: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    seq: int = Field(sa_column=sa.Column(sa.BigInteger, primary_key=True))
+    event_hash: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    public_key: str = Field(sa_column=sa.Column(sa.Text, primary_key=True))
+    signature: str = Field(sa_column=sa.Column(sa.Text, nullable=False))
+    signed_at: datetime = Field(
+        sa_column=sa.Column(sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()"))
+    )
+
+
 metadata = SQLModel.metadata
 
 # Let reflection (alembic check) recognise the column type instead of warning about it.
