@@ -140,7 +140,7 @@ def _print_scores(rows: list[dict[str, Any]], components: tuple[str, ...]) -> No
         print_table(["task_id", "test", "status"], tests)
     if rows:
         mean = sum(r["reward"] for r in rows) / len(rows)
-        print_line(f"\n{len(rows)} completions, mean reward {mean:.4g}")
+        print_line(f"\n{len(rows)} completion{'s' if len(rows) > 1 else ''}, mean reward {mean:.4g}")
 
 
 def _cell(value: Any) -> str:

@@ -5,11 +5,13 @@ reference and the answer are parsed (LaTeX or plain text) into SymPy and compare
 `\\boxed{\\frac{84}{2}}` is 42, `$\\dfrac{1}{2}$` is 1/2 (never 2), `\\boxed{1{,}234}` is 1234.
 On top of it, the project's own rules:
 - The final answer is every `\\boxed{...}` if there is one (all of them must be right:
-  boxing several candidates is hedging, not answering), else the last `#### X`, else what
-  math-verify finds in the text (an "answer is" phrase, else the last expression).
+  boxing several candidates is hedging, not answering), else the last `#### X`, else in
+  prose the LaTeX math-verify finds at its end, or the last number.
 - Unicode minus signs (U+2212, ...) are minus signs: "−7 degrees" is -7, never 7.
+- Against a numeric reference the answer must be a number as written (`42`, `84/2`,
+  `\\frac{84}{2}`, `50\\%`), not a computation (`12*7`, `3+4`) copied from the question.
 - Format: the completion is a bare number, a bare `$...$` expression, text with exactly
-  one `\\boxed{X}`, or text ending in `#### X`, where X parses.
+  one `\\boxed{X}`, or text with a `#### X` line, where X parses.
 - A completion that is a plain integer, against a plain integer reference, is compared as
   integers without math-verify (what the tiny policies emit; the result is the same, only
   much faster: see `score_cost` in tests/domains/test_answers.py).
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import re
+import warnings
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
@@ -107,8 +110,11 @@ def _quiet_math_verify() -> None:
 @lru_cache(maxsize=1)
 def _math_verify() -> Any:
     import math_verify  # imported here: it pulls in SymPy and ANTLR (about a second)
+    from sympy.utilities.exceptions import SymPyDeprecationWarning
 
     _quiet_math_verify()
+    # Junk a policy writes ("7*(1,2)") makes SymPy warn about its own API; not our concern.
+    warnings.filterwarnings("ignore", category=SymPyDeprecationWarning)
     return math_verify
 
 
@@ -130,6 +136,34 @@ def _cheap(value: Any) -> bool:
             if any(a.is_number and not (a.is_Integer and abs(a) <= _MAX_FACTORIAL) for a in node.args):
                 return False
     return True
+
+
+def _is_value(value: Any) -> bool:
+    """A number as written, not a computation: an integer or decimal, a fraction (`a/b`,
+    `\\frac{a}{b}`), signed, or a percent. `12*7`, `3+4` and `2^{10}` are computations a
+    policy could copy from the question ("12*7="), so against a numeric reference they
+    are not answers."""
+    from sympy import Integer, Mul, Number, Pow, Rational, UnevaluatedExpr
+
+    if isinstance(value, Number):
+        return True
+    if isinstance(value, Pow):
+        return bool(value.exp == -1) and isinstance(value.base, Integer)
+    if not isinstance(value, Mul):
+        return False
+    kinds = {"number": 0, "inverse": 0, "percent": 0}
+    for factor in value.args:
+        if factor == -1:
+            continue
+        if isinstance(factor, Number):
+            kinds["number"] += 1
+        elif isinstance(factor, Pow) and _is_value(factor):
+            kinds["inverse"] += 1
+        elif isinstance(factor, UnevaluatedExpr) and factor.args[0] == Rational(1, 100):
+            kinds["percent"] += 1
+        else:
+            return False
+    return all(count <= 1 for count in kinds.values())
 
 
 @lru_cache(maxsize=4096)
@@ -164,9 +198,25 @@ def _matches(kind: str, answer: str, reference: str) -> bool:
         parsed = _parse(f"\\boxed{{{answer}}}")
     else:
         parsed = _parse(answer)
+    if kind == "text" and not _ends_with(parsed, answer):
+        return False
+    numeric = [g for g in gold if not isinstance(g, str)]
+    if numeric and all(_is_value(g) for g in numeric):
+        parsed = tuple(p for p in parsed if not isinstance(p, str) and _is_value(p))
     if not parsed:
         return False
     return bool(_math_verify().verify(list(gold), list(parsed), timeout_seconds=None))
+
+
+def _ends_with(parsed: tuple[Any, ...], text: str) -> bool:
+    """Whether what math-verify read from prose holds the text's last number: it may skip a
+    tail it cannot parse and settle on an earlier number (`3)93(` read as 3), and a policy
+    could fish with such tails. The last number stays the answer, as it always was here."""
+    numbers = _NUMBER.findall(text)
+    if not numbers:
+        return True
+    last = numbers[-1].replace(",", "").lstrip("-")
+    return any(isinstance(p, str) and last in p.replace("{,}", "").replace(",", "") for p in parsed)
 
 
 def final_answers(text: str) -> tuple[str, list[str]]:
@@ -188,9 +238,24 @@ def is_correct(completion: str, reference: str) -> bool:
     if _INTEGER.fullmatch(stripped) and _INTEGER.fullmatch(ref):
         return int(stripped) == int(ref)  # the fast path: exactly math-verify's verdict here
     kind, answers = final_answers(completion)
+    if kind == "text":
+        return _prose_is_correct(answers[0], reference)
     if not all(answers) or any(len(a) > _MAX_ANSWER_CHARS for a in answers):
         return False
     return all(_matches(kind, a, reference) for a in answers)
+
+
+def _prose_is_correct(text: str, reference: str) -> bool:
+    """Prose without a boxed or `####` answer: LaTeX in it is read by math-verify (and must
+    hold the last number, so it is the final answer); otherwise the answer is the last
+    number, as it always was here (math-verify alone would read junk such as `0017-+74`
+    as 17, skipping what it cannot parse)."""
+    if not text:
+        return False
+    if any(isinstance(p, str) and "\\" in p for p in _parse(text)):
+        return _matches("text", text, reference)
+    numbers = _NUMBER.findall(text)
+    return bool(numbers) and _matches("hashes", numbers[-1], reference)
 
 
 def answers_match(predicted: str | None, reference: str) -> bool:

@@ -71,6 +71,13 @@ CASES = [
     (r"\boxed{77}", "7", False, True),
     ("The answer is 17.", "7", False, False),
     ("7 or 8", "7", False, False),
+    # Prose: LaTeX at its end, else the last number (math-verify alone skips junk it cannot
+    # parse and settles on an earlier number).
+    ("0017-+74", "17", False, False),
+    ("3)93(", "3", False, False),
+    ("9+478+", "478", True, False),
+    ("so it is $\\frac{1}{2}$.", "1/2", True, False),
+    ("it is $\\frac{1}{2}$ of 4", "1/2", False, False),
     # Plain shapes.
     ("7", "7", True, True),
     ("007", "7", True, True),
@@ -84,8 +91,21 @@ CASES = [
     ("9^9^9^9", "7", False, False),
     (r"\boxed{9!!!!}", "7", False, False),
     (r"\boxed{(10^{100})!}", "7", False, False),
-    (r"\boxed{5!}", "120", True, True),
-    (r"\boxed{2^{10}}", "1024", True, True),
+    # A computation is not an answer: the generated levels' prompts are computations.
+    ("12*7", "84", False, False),
+    ("3+4", "7", False, False),
+    ("(4+5)*3-2", "25", False, False),
+    (r"\boxed{12 \times 7}", "84", False, True),
+    (r"\boxed{\frac{12 \cdot 7}{1}}", "84", False, True),
+    (r"\boxed{5!}", "120", False, True),
+    (r"\boxed{2^{10}}", "1024", False, True),
+    ("84/2", "42", True, True),
+    (r"\boxed{84/2}", "42", True, True),
+    ("-1/2", "-0.5", True, True),
+    (r"\boxed{-\frac{1}{2}}", "-1/2", True, True),
+    # Against a symbolic reference, equal expressions are equal.
+    (r"\boxed{2\sqrt{2}}", r"\sqrt{8}", True, True),
+    (r"\boxed{x^2+2x+1}", "(x+1)^2", True, True),
 ]
 
 
@@ -110,7 +130,7 @@ def test_scoring_works_off_the_main_thread() -> None:
 @given(st.integers(-(10**17), 10**17), st.integers(-(10**17), 10**17))
 def test_the_integer_fast_path_gives_math_verify_verdict(a: int, b: int) -> None:
     for x, y in ((a, b), (a, a)):
-        assert is_correct(str(x), str(y)) == _matches("text", str(x), str(y)) == (x == y)
+        assert is_correct(str(x), str(y)) == _matches("hashes", str(x), str(y)) == (x == y)
 
 
 def test_score_cost() -> None:
