@@ -107,14 +107,19 @@ class DomainName:
         return Path(self.options["file"]).expanduser(), split == "all"
 
 
+PATH_OPTIONS = ("file", "repos")
+"""Options whose values are paths (`repos` is the SWE domain's folder of repositories)."""
+
+
 def with_file_relative_to(name: str, directory: Path) -> str:
-    """`name` with a relative `file=PATH` made absolute against `directory` (an experiment
-    file's own folder, so the name means the same file wherever the run or a worker starts)."""
+    """`name` with relative paths (`file=PATH`, `repos=DIR`) made absolute against `directory`
+    (an experiment file's own folder, so the name means the same files wherever the run or a
+    worker starts)."""
     spec = DomainName.parse(name)
-    file = spec.options.get("file")
-    if file is None or Path(file).expanduser().is_absolute():
+    relative = [k for k in PATH_OPTIONS if k in spec.options and not Path(spec.options[k]).expanduser().is_absolute()]
+    if not relative:
         return name
-    options = {**spec.options, "file": str((directory / file).resolve())}
+    options = {k: str((directory / v).resolve()) if k in relative else v for k, v in spec.options.items()}
     return f"{spec.base}:" + ",".join([*spec.variants, *(f"{k}={v}" for k, v in options.items())])
 
 
