@@ -5,6 +5,7 @@ experiment files)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from evotrainer.errors import UsageError
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
-from tests.test_cli import run
+from tests.test_cli import EVOTRAINER, run
 
 MATH_ROWS = [
     {"id": "gsm-1", "question": "Tom has 40 apples and buys 2 more. How many?", "answer": "40 + 2 = 42\n#### 42"},
@@ -145,7 +146,11 @@ def test_the_cli_takes_a_file_wherever_it_takes_a_domain(
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "bad.jsonl:2: not a GSM8K/MATH-style line" in refused.stderr
     assert len(store.read_branch(BranchRef("f", "main"))) == before  # nothing recorded
+    relative = subprocess.run([EVOTRAINER, "evaluate", "f/main", "--domain", "math:file=gsm.jsonl"], env=env,
+                              cwd=tmp_path, capture_output=True, text=True, check=False)  # fmt: skip
+    assert relative.returncode == 0, relative.stderr
     requested = [e.payload["inputs"] for e in store.read_branch(BranchRef("f", "main")) if e.type == "TaskRequested"]
     assert requested[0]["domain"] == f"math:file={path},split=all"
+    assert requested[1]["domain"] == f"math:file={path}"  # recorded absolute: a worker may start elsewhere
     sampled = run(cli_env, "domains", "sample", f"math:file={path},split=all", "--n", "4", "--json")
     assert [row["task_id"] for row in json.loads(sampled.stdout)][:2] == ["gsm-1", "test/algebra/1.json"]
