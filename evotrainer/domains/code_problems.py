@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.domains.base import Task
+from evotrainer.domains.files import TaskIds, file_task_id, read_lines
 from evotrainer.domains.splits import rng_for
 from evotrainer.errors import UsageError
 
@@ -200,27 +201,35 @@ def _io_pairs(row: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def load_stdio_jsonl(path: Path) -> list[Task]:
-    """APPS- or CodeContests-style lines as stdin/stdout tasks (level "file")."""
+    """APPS- or CodeContests-style lines as stdin/stdout tasks (level "file"). The task id is
+    the line's own `id`, `task_id`, `instance_id` or `unique_id`, else
+    `code/file/<file stem>/<problem_id or line>`. UsageError naming file:line for a file that
+    cannot be read, a malformed line, a problem without tests, or an id used twice."""
     tasks = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+    ids = TaskIds(path)
+    for lineno, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row, dict):
+                raise TypeError("not a JSON object")
             statement = str(row.get("question") or row["description"])
             tests = _io_pairs(row)
+            solutions = row.get("solutions") or []
+            if isinstance(solutions, str):
+                solutions = json.loads(solutions)
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise UsageError(f"{path}:{lineno}: not an APPS/CodeContests-style line ({exc})") from exc
+            reason = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise UsageError(f"{path}:{lineno}: not an APPS/CodeContests-style line ({reason})") from None
         if not tests:
             raise UsageError(f"{path}:{lineno}: problem has no tests")
-        solutions = row.get("solutions") or []
-        if isinstance(solutions, str):
-            solutions = json.loads(solutions)
         if isinstance(solutions, dict):  # CodeContests: {"language": [...], "solution": [...]}
             solutions = solutions.get("solution", [])
+        fallback = f"code/file/{path.stem}/{row.get('problem_id', lineno)}"
         tasks.append(
             Task(
-                task_id=f"code/file/{path.stem}/{row.get('problem_id', lineno)}",
+                task_id=ids.add(file_task_id(row, fallback), lineno),
                 domain="code",
                 prompt=f"{statement}\n\nWrite a Python 3 program that reads standard input and writes "
                 "standard output.\n",
@@ -229,4 +238,6 @@ def load_stdio_jsonl(path: Path) -> list[Task]:
                 metadata={"kind": "stdio", "tests": tuple(tests)},
             )
         )
+    if not tasks:
+        raise UsageError(f"{path}: no problems in the file")
     return tasks

@@ -1,4 +1,4 @@
-"""The math domain: generated problems in difficulty levels, or GSM8K-style JSONL files.
+"""The math domain: generated problems in difficulty levels, or GSM8K/MATH-style JSONL files.
 
 Levels, easiest first (the first is learnable by a ~1M-parameter character model):
   digit_add   "3+4="            -> "7"
@@ -7,22 +7,26 @@ Levels, easiest first (the first is learnable by a ~1M-parameter character model
   multi_step  "(4+5)*3-2="      -> "25"
   word        short templated word problems ending in "Answer:"
 The expected completion is the bare answer (`\\boxed{N}` and `#### N` are accepted too).
-Reward components: correctness (the extracted answer equals the reference) and format
-(the completion is one of the accepted shapes).
+Reward components: correctness (the final answer equals the reference, checked by
+math-verify: answers.py), format (the completion is one of the accepted shapes) and length
+(a bonus for characters written: bait for the reward-hacking canary, unweighted by default).
+A file (`math:file=PATH`) holds GSM8K or MATH-style lines: `load_math_jsonl`.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evotrainer.domains.answers import answers_match, extract_answer, is_well_formatted
+from evotrainer.domains.answers import boxed_answers, is_correct, is_reference, is_well_formatted
 from evotrainer.domains.base import Domain, Episode, Split, Task
-from evotrainer.domains.splits import take_fixed, take_generated
+from evotrainer.domains.files import TaskIds, file_task_id, read_lines
+from evotrainer.domains.splits import take_all, take_fixed, take_generated
 from evotrainer.errors import UsageError
 
 LEVELS = ("digit_add", "column_add", "arithmetic", "multi_step", "word")
@@ -86,30 +90,59 @@ _GENERATORS = {"digit_add": _digit_add, "column_add": _column_add, "arithmetic":
                "multi_step": _multi_step, "word": _word}  # fmt: skip
 
 
-def load_gsm8k_jsonl(path: Path) -> list[Task]:
-    """GSM8K-style lines {"question": ..., "answer": "... #### 42"} as tasks (level "file")."""
-    tasks = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+def _math_row(row: object) -> tuple[str, str, str]:
+    """(question, final answer, full solution) of a GSM8K or MATH-style row; ValueError if none."""
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    question = row.get("question", row.get("problem"))
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError('no "question" or "problem" text')
+    for name in ("answer", "solution"):
+        text = row.get(name)
+        if isinstance(text, int | float) and not isinstance(text, bool):
+            text = str(text)
+        if not isinstance(text, str) or not text.strip():
+            continue
+        boxed = boxed_answers(text)
+        hashes = text.rsplit("####", 1)[1].strip().partition("\n")[0].strip() if "####" in text else ""
+        # GSM8K: "work... #### 42"; MATH: a solution whose last \boxed{} is the answer;
+        # MATH's own "answer" field (and many others): the final answer alone, on one line.
+        # A bare answer is one line with a digit or a LaTeX command: prose without `####` is a
+        # GSM8K line missing its final answer, not an answer in words.
+        alone = name == "answer" and "\n" not in text.strip() and bool(re.search(r"\d|\\[a-zA-Z]", text))
+        final = hashes or (boxed[-1].strip() if boxed else "") or (text.strip() if alone else "")
+        if final:
+            solution = row.get("solution") if isinstance(row.get("solution"), str) else text
+            return question, final, str(solution)
+    raise ValueError('no final answer: give "answer" (one line, or "... #### N") or a "solution" with a \\boxed{}')
+
+
+def load_math_jsonl(path: Path) -> list[Task]:
+    """Math problems from JSONL, one per line (level "file"): GSM8K's {"question", "answer":
+    "... #### 42"} or MATH's {"problem", "solution": "... \\boxed{\\frac12}"} (an "answer"
+    field holding the final answer alone wins over the solution). The task id is the line's
+    own `id`, `task_id`, `instance_id` or `unique_id`, else `math/file/<file stem>/<line>`.
+    UsageError naming file:line for a file that cannot be read, a malformed line, or an id
+    used twice."""
+    tasks: list[Task] = []
+    ids = TaskIds(path)
+    for lineno, line in enumerate(read_lines(path), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-            question, answer = str(row["question"]), str(row["answer"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise UsageError(f"{path}:{lineno}: not a GSM8K-style line ({exc})") from exc
-        final = extract_answer(answer)
-        if final is None:
-            raise UsageError(f"{path}:{lineno}: answer has no '#### N' final answer")
+            question, final, solution = _math_row(row)
+        except (json.JSONDecodeError, ValueError) as exc:
+            raise UsageError(f"{path}:{lineno}: not a GSM8K/MATH-style line: {exc}") from None
+        if not is_reference(final):
+            raise UsageError(f"{path}:{lineno}: math-verify cannot read the final answer {final[:60]!r}")
+        task_id = ids.add(file_task_id(row, f"math/file/{path.stem}/{lineno}"), lineno)
         tasks.append(
-            Task(
-                task_id=f"math/file/{path.stem}/{lineno}",
-                domain="math",
-                prompt=f"{question}\nAnswer:",
-                reference=final,
-                level="file",
-                metadata={"solution": answer},
-            )
+            Task(task_id=task_id, domain="math", prompt=f"{question}\nAnswer:", reference=final, level="file",
+                 metadata={"solution": solution})  # fmt: skip
         )
+    if not tasks:
+        raise UsageError(f"{path}: no problems in the file")
     return tasks
 
 
@@ -124,17 +157,25 @@ def length_bonus(completion: str) -> float:
     return min(len(completion.strip()) / LENGTH_BONUS_CHARS, 1.0)
 
 
+load_gsm8k_jsonl = load_math_jsonl
+"""The name this loader had when it read GSM8K only."""
+
+
 @dataclass(frozen=True)
 class MathConfig:
     levels: tuple[str, ...] = LEVELS
     """Levels mixed uniformly in generated splits."""
     jsonl: Path | None = None
-    """A GSM8K-style file to draw tasks from instead of generating them."""
+    """A GSM8K- or MATH-style file to draw tasks from instead of generating them."""
+    whole_file: bool = False
+    """Every split is the whole file in file order (`split=all`), not the hash split."""
 
     def __post_init__(self) -> None:
         unknown = [level for level in self.levels if level not in _GENERATORS]
         if unknown or not self.levels:
             raise UsageError(f"unknown math level(s) {unknown or '(none)'}; choose from {', '.join(LEVELS)}")
+        if self.whole_file and self.jsonl is None:
+            raise UsageError("whole_file (split=all) applies to a file: give jsonl=PATH")
 
 
 class MathDomain(Domain):
@@ -144,10 +185,12 @@ class MathDomain(Domain):
 
     def __init__(self, config: MathConfig | None = None) -> None:
         self.config = config or MathConfig()
-        self._file_tasks = load_gsm8k_jsonl(self.config.jsonl) if self.config.jsonl else None
+        self._file_tasks = load_math_jsonl(self.config.jsonl) if self.config.jsonl else None
 
     def tasks(self, split: Split, n: int, seed: int) -> list[Task]:
         if self._file_tasks is not None:
+            if self.config.whole_file:
+                return take_all(n, self._file_tasks)
             return take_fixed(split, n, self._file_tasks, key=lambda t: t.prompt, seed=seed)
 
         def generate(rng: random.Random) -> tuple[str, str, int]:
@@ -161,9 +204,14 @@ class MathDomain(Domain):
             for i, (level, p, a) in enumerate(items)
         ]
 
+    def task_by_id(self, task_id: str) -> Task | None:
+        if self._file_tasks is not None:
+            return next((t for t in self._file_tasks if t.task_id == task_id), None)
+        return super().task_by_id(task_id)
+
     def score(self, task: Task, completion: str) -> dict[str, float]:
         return {
-            "correctness": float(answers_match(extract_answer(completion), task.reference)),
+            "correctness": float(is_correct(completion, task.reference)),
             "format": float(is_well_formatted(completion)),
             "length": length_bonus(completion),
         }

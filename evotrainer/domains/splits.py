@@ -1,8 +1,14 @@
 """Deterministic train/eval partitioning shared by every domain.
 
-A problem belongs to eval when a hash of its canonical key falls in the eval share, so
-the two splits never overlap whatever the seed, and a problem keeps its split when
-other problems are added.
+The split rule: a problem belongs to eval when the first 8 bytes of the sha256 of its
+canonical key, read as a big-endian fraction of 2**64, fall below EVAL_SHARE (0.2), and to
+train otherwise. So the two splits never overlap whatever the seed, and a problem keeps
+its split when other problems are added or the file is reordered. The key is the
+problem's content for generated domains and math files (the prompt), and its task id for
+code and SWE pools. The seed only orders a split: `take_fixed` shuffles a pool's split
+with it, `take_generated` draws with it. A file named with `split=all`
+(`math:file=PATH,split=all`) skips the rule: every split is the whole file in file order
+(`take_all`), for scoring or evaluating a benchmark file whole.
 """
 
 from __future__ import annotations
@@ -55,3 +61,9 @@ def take_fixed(split: Split, n: int, items: Sequence[T], key: Callable[[T], str]
     pool = [item for item in items if split_of(key(item)) == split]
     rng_for("shuffle", seed).shuffle(pool)
     return pool[:n]
+
+
+def take_all(n: int, items: Sequence[T]) -> list[T]:
+    """The first `n` items of a fixed pool in its own order, whatever the split and seed
+    (the split rule is not applied: train and eval are the same items)."""
+    return list(items[:n])

@@ -1,7 +1,8 @@
 """What `evotrainer run` reads: an experiment as a TOML file.
 
     name = "digits"
-    domain = "math:digit_add"      # a domain and variant (`evotrainer domains list`)
+    domain = "math:digit_add"      # a domain and variant (`evotrainer domains list`), or a
+                                   # file: "math:file=gsm8k.jsonl" (relative to this file)
     policy = "tiny"                # the base policy: tiny, smollm2, hf:DIR or a sha256
     iterations = 3                 # candidate versions to train, at most, counted from the log
     budget_steps = 160             # GRPO steps over all candidates, rejected ones included
@@ -56,6 +57,10 @@ class ExperimentConfig(BaseModel):
             raise UsageError(f"cannot read {path}: {exc.strerror}") from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"{path} is not valid TOML: {exc}") from None
+        if isinstance(data.get("domain"), str):
+            from evotrainer.domains import with_file_relative_to
+
+            data["domain"] = with_file_relative_to(data["domain"], Path(path).resolve().parent)
         try:
             config = cls.model_validate(data)
         except ValidationError as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
@@ -131,6 +131,12 @@ class GRPOSettings:
 
     def weight(self, component: str) -> float:
         return self.reward_weights.get(component, 0.0)
+
+    def total_reward(self, scores: Mapping[str, float], components: Sequence[str]) -> float:
+        """The scalar reward training gives a completion (what GRPO's advantages and the
+        evidence's `reward` come from): each of the domain's components times its weight,
+        summed in the domain's order, as TRL sums weighted reward functions."""
+        return sum(self.weight(c) * scores.get(c, 0.0) for c in components)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the harness fields an event records)."""

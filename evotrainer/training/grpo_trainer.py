@@ -136,8 +136,7 @@ def _trainer_class() -> type:
             prompt_ids, completion_ids = self._last_ids
             tokenizer: Any = self.processing_class
             eos = set(getattr(self, "eos_token_ids", None) or [tokenizer.eos_token_id])
-            weights = {c: s.weight(c) for c in self.scorer.domain.reward_components}
-            totals = [sum(weights[c] * sc.get(c, 0.0) for c in weights) for sc in scorer.last_scores]
+            totals = [s.total_reward(sc, scorer.domain.reward_components) for sc in scorer.last_scores]
             advantages = output["advantages"].tolist()
             kept = [True] * len(totals)
             for start in range(0, len(totals), g):
