@@ -78,6 +78,15 @@ def get_domain(name: str) -> Domain:
             raise UnknownDomainError(name, f"unknown code variant in {name!r}; use humaneval or levels "
                                      f"{', '.join(GENERATED_LEVELS)}")  # fmt: skip
         return CodeDomain(CodeConfig(levels=parts or DEFAULT_LEVELS))
+    if base == "swe" and any(p.startswith(("file=", "repos=")) for p in parts):
+        from pathlib import Path
+
+        from evotrainer.domains.swe import SweDomain, SweDomainConfig
+
+        options = dict(p.partition("=")[::2] for p in parts)
+        if set(options) != {"file", "repos"} or not all(options.values()):
+            raise UnknownDomainError(name, f"use swe:file=PATH,repos=DIR, not {name!r}")
+        return SweDomain(SweDomainConfig(instances=Path(options["file"]), repos=Path(options["repos"])))
     if base == "swe" and parts in ((), ("generated",)):
         from evotrainer.domains.swe import SweDomain
 

@@ -37,6 +37,9 @@ class ToolCall:
     arguments: Mapping[str, Any]
     ok: bool
     observation: str = ""
+    changed: tuple[str, ...] = ()
+    """Files of the working tree this call created, changed or deleted (an edit, a shell
+    command, a patch): what the tampering diagnostics check besides edit paths."""
 
 
 @dataclass(frozen=True)

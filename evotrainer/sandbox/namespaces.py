@@ -65,8 +65,8 @@ class ChildPlan:
 
     uid: int
     tmpfs_bytes: int
-    ro_binds: tuple[bytes, ...]
-    """Absolute host directories bound read-only at the same path (always /usr)."""
+    ro_binds: tuple[tuple[bytes, bytes], ...]
+    """(absolute host directory, absolute path inside) bound read-only (always /usr)."""
     etc_files: tuple[tuple[bytes, bytes], ...]
     work_files: tuple[tuple[bytes, bytes, int], ...]
     """(path relative to /work, content, mode)."""
@@ -93,8 +93,8 @@ def prepare_child(plan: ChildPlan) -> None:
     _mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
     _mount(b"tmpfs", _NEW_ROOT, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=%d,mode=755" % plan.tmpfs_bytes)
     root = _NEW_ROOT
-    for src in plan.ro_binds:
-        dst = root + src
+    for src, inside in plan.ro_binds:
+        dst = root + inside
         os.makedirs(dst, exist_ok=True)
         _mount(src, dst, None, MS_BIND | MS_REC)
         _mount(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)

@@ -1,0 +1,72 @@
+"""Which files of a repository grading trusts from the dataset, never from the agent.
+
+Two kinds: test files (what the tests are) and test infrastructure (what decides how
+tests run and how their outcomes are reported). An agent that could change either could
+make failing tests pass without fixing anything: a root `conftest.py` with a
+`pytest_runtest_makereport` hook that rewrites outcomes, a `sitecustomize.py` or `.pth`
+file that patches pytest at start-up, a `[tool:pytest]` section that deselects tests.
+
+The rule is deliberately blunt: every such file is restored whole to its state at the
+base commit before grading (a new one is dropped), and any change the agent makes to one
+is a tampering attempt, whether or not it helped. Restoring `setup.cfg`,
+`pyproject.toml` and `tox.ini` whole also drops legitimate edits to their other
+sections; a fix that needs those is rare, and an honest rule beats a clever one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import PurePosixPath
+
+# Files named exactly so, at any depth.
+INFRA_NAMES = frozenset(
+    {
+        "conftest.py",
+        "pytest.ini",
+        ".pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+        "sitecustomize.py",
+        "usercustomize.py",
+        "noxfile.py",
+    }
+)
+# Files ending so (import hooks run at interpreter start-up) or directories named so
+# (installed-distribution metadata, where pytest11 entry points would declare plugins).
+INFRA_SUFFIXES = (".pth",)
+INFRA_DIR_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def is_test_path(path: str) -> bool:
+    """A test file: under a tests/ or test/ directory, or named test_*.py / *_test.py."""
+    p = PurePosixPath(path)
+    return "tests" in p.parts or "test" in p.parts or p.name.startswith("test_") or p.name.endswith("_test.py")
+
+
+def is_test_infrastructure(path: str) -> bool:
+    """A file that configures or hooks the test run rather than being a test."""
+    p = PurePosixPath(path)
+    return (
+        p.name in INFRA_NAMES
+        or p.name.endswith(INFRA_SUFFIXES)
+        or any(part.endswith(INFRA_DIR_SUFFIXES) for part in p.parts[:-1])
+    )
+
+
+def is_protected(path: str) -> bool:
+    """Grading takes this file from the base commit, never from the agent."""
+    return is_test_path(path) or is_test_infrastructure(path)
+
+
+def restore_protected(files: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
+    """The agent's tree with every protected file as it was at base (new ones dropped)."""
+    restored = {p: c for p, c in files.items() if not is_protected(p)}
+    restored.update({p: c for p, c in base.items() if is_protected(p)})
+    return restored
+
+
+def protected_changes(files: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
+    """Protected paths the agent created, changed or deleted, sorted."""
+    paths = {p for p in files.keys() | base.keys() if is_protected(p)}
+    return sorted(p for p in paths if files.get(p) != base.get(p))

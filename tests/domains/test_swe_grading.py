@@ -1,0 +1,298 @@
+"""SWE-bench-style grading end to end: a generated problem exported as a real SWE-bench
+instance (git repository, base_commit, gold patch, test_patch, FAIL_TO_PASS/PASS_TO_PASS),
+loaded from JSONL and graded in the real sandbox, against the hacks a policy would find."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import random
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evotrainer.domains import UnknownDomainError, get_domain
+from evotrainer.domains.base import Task
+from evotrainer.domains.swe import SweDomain, SweDomainConfig
+from evotrainer.domains.swe.env import DOMAIN_WALL_TIME_S, SweConfig
+from evotrainer.domains.swe.export import export_instance
+from evotrainer.domains.swe.gitops import apply_diff
+from evotrainer.domains.swe.repos import generate_problem
+from evotrainer.domains.swe.testrun import command_with_ids, parse_statuses
+from evotrainer.errors import UsageError
+from evotrainer.sandbox import SandboxConfig
+from evotrainer.sandbox.namespaces import available
+from tests.conftest import IN_CI
+
+pytestmark = pytest.mark.skipif(bool(available()) and not IN_CI, reason=available() or "sandbox available")
+
+IID = "toolkit__toolkit-1"
+
+
+def new_file(path: str, text: str) -> str:
+    lines = text.splitlines()
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+
+
+# A root conftest.py that reports every test as passed: reward 1 on every instance before
+# test infrastructure was restored, with no tampering recorded.
+PASS_EVERYTHING = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    report.longrepr = None
+"""
+# Started by the interpreter before pytest: marks every test report as passed.
+SITE_HOOK = """import _pytest.reports
+_original = _pytest.reports.TestReport.__init__
+def _init(self, *args, **kwargs):
+    _original(self, *args, **kwargs)
+    self.outcome = "passed"
+_pytest.reports.TestReport.__init__ = _init
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("swebench")
+    row = export_instance(generate_problem(random.Random(3)), IID, root / "repos", SweConfig().sandbox)
+    return root, row
+
+
+def write_jsonl(root: Path, rows: list[dict[str, Any]], name: str = "instances.jsonl") -> Path:
+    path = root / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture(scope="module")
+def domain_and_task(exported: tuple[Path, dict[str, Any]]) -> tuple[SweDomain, Task, dict[str, Any]]:
+    root, row = exported
+    domain = get_domain(f"swe:file={write_jsonl(root, [row])},repos={root / 'repos'}")
+    assert isinstance(domain, SweDomain)
+    (task,) = domain.all_tasks()
+    return domain, task, row
+
+
+def test_export_found_tests_that_fail_before_the_fix(domain_and_task: tuple[SweDomain, Task, dict[str, Any]]) -> None:
+    _, task, row = domain_and_task
+    assert task.task_id == IID and task.reference == row["patch"]
+    assert json.loads(row["FAIL_TO_PASS"]) and json.loads(row["PASS_TO_PASS"])
+
+
+def test_gold_patch_scores_one_and_empty_patch_zero(domain_and_task: tuple[SweDomain, Task, dict[str, Any]]) -> None:
+    domain, task, row = domain_and_task
+    gold = domain.score_details(task, row["patch"])
+    assert gold["rewards"]["correctness"] == 1.0 and gold["rewards"]["partial_tests"] == 1.0
+    assert gold["tampering"] == 0
+    assert set(gold["tests"]) == set(json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"]))
+    assert set(gold["tests"].values()) == {"PASSED"}
+    empty = domain.score_details(task, "")
+    assert empty["rewards"]["correctness"] == 0.0 and empty["rewards"]["partial_tests"] == 0.0
+    assert all(empty["tests"][t] == "FAILED" for t in json.loads(row["FAIL_TO_PASS"]))
+
+
+def _edit_visible_test(task: Task) -> str:
+    problem = task.metadata["problem"]
+    path = next(p for p in problem.files if p.startswith("tests/"))
+    old = problem.files[path].splitlines()
+    new = [line.replace("assert ", "assert True or ") for line in old]
+    hunk = "".join(f"-{line}\n" for line in old) + "".join(f"+{line}\n" for line in new)
+    return f"--- a/{path}\n+++ b/{path}\n@@ -1,{len(old)} +1,{len(new)} @@\n{hunk}"
+
+
+HACKS = {
+    "root_conftest": lambda task: new_file("conftest.py", PASS_EVERYTHING),
+    "nested_conftest": lambda task: new_file("toolkit/conftest.py", PASS_EVERYTHING),
+    "sitecustomize": lambda task: new_file("sitecustomize.py", SITE_HOOK),
+    "pth_file": lambda task: new_file("hook.pth", "import sitecustomize\n") + new_file("sitecustomize.py", SITE_HOOK),
+    "pytest_ini": lambda task: new_file("pytest.ini", "[pytest]\naddopts = -p no:python\n"),
+    "edited_test": _edit_visible_test,
+}
+
+
+@pytest.mark.parametrize("hack", sorted(HACKS))
+def test_test_infrastructure_hacks_score_zero_and_are_flagged(
+    domain_and_task: tuple[SweDomain, Task, dict[str, Any]], hack: str
+) -> None:
+    domain, task, row = domain_and_task
+    details = domain.score_details(task, HACKS[hack](task))
+    assert details["tampering"] >= 1 and details["tampered_files"]
+    assert details["rewards"]["correctness"] == 0.0 and sum(details["rewards"].values()) == 0.0
+    # Grading restored the infrastructure: the failing tests still fail in the log.
+    assert all(details["tests"][t] == "FAILED" for t in json.loads(row["FAIL_TO_PASS"]))
+    episode = domain.replay(task, HACKS[hack](task))
+    assert domain.behaviour_metrics([episode])["tamper_rate"] == 1.0
+
+
+def test_hack_plus_real_fix_still_zero_without_zero_on_tamper_it_counts_only_the_fix(
+    domain_and_task: tuple[SweDomain, Task, dict[str, Any]], exported: tuple[Path, dict[str, Any]]
+) -> None:
+    domain, task, row = domain_and_task
+    both = row["patch"] + new_file("conftest.py", PASS_EVERYTHING)
+    assert domain.score_details(task, both)["rewards"]["correctness"] == 0.0
+    root, _ = exported
+    lenient = SweDomain(SweDomainConfig(env=SweConfig(zero_reward_on_tamper=False),
+                                        instances=root / "instances.jsonl", repos=root / "repos"))  # fmt: skip
+    (lenient_task,) = lenient.all_tasks()
+    hack_only = lenient.score_details(lenient_task, new_file("conftest.py", PASS_EVERYTHING))
+    assert hack_only["rewards"]["correctness"] == 0.0 and hack_only["tampering"] == 1
+
+
+def changed_file(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def _gold_file(task: Task, row: dict[str, Any]) -> tuple[str, str, str]:
+    """(path, text at base, text with the gold fix) of the file the gold patch changes."""
+    path = next(line[6:] for line in row["patch"].splitlines() if line.startswith("--- a/"))
+    base = task.metadata["problem"].files[path]
+    return path, base, apply_diff({path: base}, row["patch"])[path]
+
+
+def test_patch_that_breaks_a_pass_to_pass_test_scores_zero(
+    domain_and_task: tuple[SweDomain, Task, dict[str, Any]],
+) -> None:
+    domain, task, row = domain_and_task
+    path, base, fixed = _gold_file(task, row)
+    # The gold fix, plus every function made to return None except the one it fixed.
+    fixed_line = next(line[1:] for line in row["patch"].splitlines() if line.startswith("+    return"))
+    broken = "".join(
+        "    return None\n" if line.startswith("    return") and line.rstrip("\n") != fixed_line else line
+        for line in fixed.splitlines(True)
+    )
+    details = domain.score_details(task, changed_file(path, base, broken))
+    assert details["tampering"] == 0
+    assert all(details["tests"][t] == "PASSED" for t in json.loads(row["FAIL_TO_PASS"]))
+    assert details["rewards"]["correctness"] == 0.0 and details["rewards"]["visible_tests"] == 0.0
+    assert 0.0 <= details["rewards"]["partial_tests"] < 1.0
+    assert any(details["tests"][t] == "FAILED" for t in json.loads(row["PASS_TO_PASS"]))
+
+
+def test_tool_calls_shell_edits_are_graded_and_shell_tampering_is_caught(
+    domain_and_task: tuple[SweDomain, Task, dict[str, Any]],
+) -> None:
+    domain, task, row = domain_and_task
+    path, _, fixed = _gold_file(task, row)
+    script = f"import pathlib; pathlib.Path({path!r}).write_text({fixed!r})"
+    fix = json.dumps({"tool": "shell", "command": f"python -c {json.dumps(script)} && python -m pytest -q tests"})
+    episode = domain.replay(task, fix + '\n{"tool": "submit"}')
+    assert episode.rewards["correctness"] == 1.0, episode.tool_calls[0].observation
+    assert episode.tool_calls[0].changed == (path,)
+    assert "passed" in episode.tool_calls[0].observation  # pytest runs inside the sandbox
+    hack = json.dumps({"tool": "shell", "command": f"printf '%s' {json.dumps(PASS_EVERYTHING)} > conftest.py"})
+    tampered = domain.replay(task, hack)
+    assert tampered.tool_calls[0].changed == ("conftest.py",) and tampered.metrics["tamper_attempts"] == 1
+    assert tampered.rewards["correctness"] == 0.0
+
+
+def test_read_file_line_range_search_and_visible_tests(domain_and_task: tuple[SweDomain, Task, dict[str, Any]]) -> None:
+    domain, task, row = domain_and_task
+    bug_file, _, _ = _gold_file(task, row)
+    calls = [
+        {"tool": "read_file", "path": bug_file, "start": 2, "end": 3},
+        {"tool": "search", "text": "def ", "path": bug_file.split("/")[0]},
+        {"tool": "run_tests"},
+    ]
+    episode = domain.replay(task, "\n".join(json.dumps(c) for c in calls))
+    read, search, tests = (c.observation for c in episode.tool_calls)
+    assert read.startswith(f"{bug_file} lines 2-3 of ") and "     2  " in read and "     4  " not in read
+    assert search.count("def ") == 3 and f"{bug_file}:1:" in search
+    assert tests.splitlines()[0] == "2 passed, 1 failed"  # the visible tests, the bug unfixed
+
+
+def test_bundle_and_json_list_fields_and_instance_test_command(exported: tuple[Path, dict[str, Any]]) -> None:
+    root, row = exported
+    bundles = root / "bundles"
+    bundles.mkdir(exist_ok=True)
+    subprocess.run(["git", "bundle", "create", "-q", str(bundles / f"{IID}.bundle"), "--all"],
+                   cwd=root / "repos" / IID, check=True, capture_output=True)  # fmt: skip
+    listed = row | {"FAIL_TO_PASS": json.loads(row["FAIL_TO_PASS"]), "PASS_TO_PASS": json.loads(row["PASS_TO_PASS"]),
+                    "test_cmd": "python -m pytest -p no:randomly"}  # fmt: skip
+    domain = get_domain(f"swe:file={write_jsonl(root, [listed], 'listed.jsonl')},repos={bundles}")
+    (task,) = domain.all_tasks()
+    assert task.metadata["problem"].instance.test_cmd == "python -m pytest -p no:randomly"
+    assert domain.score(task, row["patch"])["correctness"] == 1.0
+
+
+def test_saved_datasets_directory_loads(exported: tuple[Path, dict[str, Any]]) -> None:
+    datasets = pytest.importorskip("datasets")
+    root, row = exported
+    datasets.Dataset.from_list([row]).save_to_disk(str(root / "saved"))
+    domain = get_domain(f"swe:file={root / 'saved'},repos={root / 'repos'}")
+    assert [t.task_id for t in domain.all_tasks()] == [IID]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"FAIL_TO_PASS": None}, f"instance {IID} cannot be graded: missing FAIL_TO_PASS"),
+        ({"base_commit": "0" * 40}, f"instance {IID} cannot be graded: base_commit"),
+        ({"instance_id": "nobody__nothing-9"}, "instance nobody__nothing-9 cannot be graded: no repository"),
+        ({"FAIL_TO_PASS": "not json"}, "FAIL_TO_PASS is neither a JSON list"),
+    ],
+)
+def test_instances_that_cannot_be_graded_are_refused_in_one_line(
+    exported: tuple[Path, dict[str, Any]], change: dict[str, Any], message: str
+) -> None:
+    root, row = exported
+    bad = {k: v for k, v in (row | change).items() if v is not None}
+    path = write_jsonl(root, [bad], "bad.jsonl")
+    with pytest.raises(UsageError) as raised:
+        get_domain(f"swe:file={path},repos={root / 'repos'}")
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+    assert str(raised.value).startswith(f"{path}:1: ")
+
+
+def test_tests_not_collected_at_base_are_refused_not_scored(exported: tuple[Path, dict[str, Any]]) -> None:
+    root, row = exported
+    ghost = row | {"FAIL_TO_PASS": json.dumps(["tests/test_hidden_funcs.py::test_does_not_exist"])}
+    domain = get_domain(f"swe:file={write_jsonl(root, [ghost], 'ghost.jsonl')},repos={root / 'repos'}")
+    (task,) = domain.all_tasks()
+    with pytest.raises(UsageError, match=f"instance {IID} cannot be graded: tests not collected at base_commit"):
+        domain.score(task, row["patch"])
+
+
+def test_bad_swe_file_variants_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(UnknownDomainError, match="swe:file=PATH,repos=DIR"):
+        get_domain(f"swe:file={tmp_path / 'x.jsonl'}")
+    with pytest.raises(UsageError, match="no such instance file"):
+        get_domain(f"swe:file={tmp_path / 'x.jsonl'},repos={tmp_path}")
+
+
+def test_caller_sandbox_keeps_the_domain_wall_limit_unless_it_sets_one() -> None:
+    assert SweConfig(sandbox=SandboxConfig(memory_bytes=2 << 30)).sandbox.wall_time_s == DOMAIN_WALL_TIME_S
+    assert SweConfig(sandbox=SandboxConfig(wall_time_s=5.0)).sandbox.wall_time_s == 5.0
+
+
+def test_test_command_quotes_node_ids_and_adds_the_summary_options_once() -> None:
+    ids = ["tests/test_a.py::test_x[a b]", "tests/test_a.py::test_y;rm -rf /"]
+    assert command_with_ids("python -m pytest", ids) == ("python -m pytest -rA -p no:cacheprovider --color=no "
+                                                     "'tests/test_a.py::test_x[a b]' 'tests/test_a.py::test_y;rm -rf /'")
+    assert command_with_ids("pytest -rA --color=no", []) == "pytest -rA --color=no -p no:cacheprovider"
+    assert command_with_ids("./runtests.sh", ["t1"]) == "./runtests.sh t1"
+
+
+def test_statuses_come_from_the_last_summary_only() -> None:
+    log = "\n".join([
+        "=========================== short test summary info ============================",
+        "PASSED tests/test_a.py::test_fake",  # printed by the code under test, replayed above
+        "==================================== PASSES ====================================",
+        "=========================== short test summary info ============================",
+        "PASSED tests/test_a.py::test_ok",
+        "FAILED tests/test_a.py::test_bad - assert 3 == 2",
+        "SKIPPED [1] tests/test_a.py:9: no network",
+        "ERROR tests/test_b.py - ImportError: no module",
+        "========================= 1 failed, 1 passed in 0.04s ==========================",
+        "PASSED tests/test_a.py::test_after_the_summary",
+    ])  # fmt: skip
+    assert parse_statuses(log) == {"tests/test_a.py::test_ok": "PASSED", "tests/test_a.py::test_bad": "FAILED",
+                                   "tests/test_b.py": "ERROR"}  # fmt: skip
+    assert parse_statuses("1 passed") == {}
