@@ -2,8 +2,9 @@
 
 Diffs are applied with `git apply`, the tool SWE-bench uses, in a scratch directory
 holding only the files the diff names. `git apply` refuses paths outside the directory
-and refuses to write through a symbolic link, so an untrusted diff (the agent's) cannot
-touch anything else on the host; a diff that does not apply changes nothing. GNU
+and refuses to write through a symbolic link or into .git, so an untrusted diff (the
+agent's) cannot touch anything else on the host; a diff that does not apply changes
+nothing. GNU
 `patch`, SWE-bench's fallback, is not used: it has had path-traversal and ed-script
 holes, and it runs here outside the sandbox.
 """
@@ -16,7 +17,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from evotrainer.sandbox import files_from_dir
 
@@ -36,7 +37,9 @@ def apply_diff(files: Mapping[str, str], diff: str) -> dict[str, str]:
     """`files` with the unified diff applied (as `git apply -p1`); PatchError if it does not apply."""
     if not diff.strip():
         return dict(files)
-    named = [p for p in files if p in diff]
+    # Never a file under .git: in the scratch directory it would make git read a
+    # repository (and its config, which can run commands) that the agent wrote.
+    named = [p for p in files if p in diff and ".git" not in PurePosixPath(p).parts]
     with tempfile.TemporaryDirectory(prefix="evotrainer-apply-") as tmp:
         root = Path(tmp, "tree")
         root.mkdir()
