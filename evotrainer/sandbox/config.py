@@ -66,9 +66,6 @@ class SandboxConfig:
             raise ValueError("output, file and tmpfs limits must be positive (tmpfs >= 1 MiB)")
         for host, inside in self.ro_mounts:
             top = inside.strip("/").split("/")[0]
-            if host == "/tmp" or host.startswith("/tmp/"):
-                # The private root is assembled on a tmpfs mounted over /tmp, which hides it.
-                raise ValueError(f"ro_mounts cannot bind from the host's /tmp: {host!r}")
             if not host.startswith("/") or not inside.startswith("/") or top in _BUILT_BY_SANDBOX:
                 raise ValueError(f"ro_mounts need absolute paths outside {', '.join(_BUILT_BY_SANDBOX)}: "
                                  f"{host!r} -> {inside!r}")  # fmt: skip

@@ -4,10 +4,13 @@ loaded from JSONL and graded in the real sandbox, against the hacks a policy wou
 
 from __future__ import annotations
 
+import base64
 import difflib
+import hashlib
 import json
 import random
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -296,3 +299,56 @@ def test_statuses_come_from_the_last_summary_only() -> None:
     assert parse_statuses(log) == {"tests/test_a.py::test_ok": "PASSED", "tests/test_a.py::test_bad": "FAILED",
                                    "tests/test_b.py": "ERROR"}  # fmt: skip
     assert parse_statuses("1 passed") == {}
+
+
+def _wheel(directory: Path, name: str, source: str) -> None:
+    """A one-module pure-Python wheel, written by hand (no build backend, no index)."""
+    files = {
+        f"{name}/__init__.py": source,
+        f"{name}-1.0.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{name}-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+        f"{len(text.encode())}\n"
+        for path, text in files.items()
+    )
+    with zipfile.ZipFile(directory / f"{name}-1.0-py3-none-any.whl", "w") as wheel:
+        for path, text in {**files, f"{name}-1.0.dist-info/RECORD": record + f"{name}-1.0.dist-info/RECORD,,\n"}.items():
+            wheel.writestr(path, text)
+
+
+def test_instance_requirements_are_installed_once_and_bound_into_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVOTRAINER_HOME", str(tmp_path / "home"))
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "evodemo_dep", "VALUE = 7\n")
+    (tmp_path / "repos" / "demo__dep-1" / "demo").mkdir(parents=True)
+    (tmp_path / "repos" / "demo__dep-1" / "demo" / "__init__.py").write_text("def seven():\n    return 6\n")
+    test = "from evodemo_dep import VALUE\nfrom demo import seven\n\n\ndef test_seven():\n    assert seven() == VALUE\n"
+    row = {
+        "instance_id": "demo__dep-1",
+        "problem_statement": "seven is off by one",
+        "base_commit": "snapshot",
+        "test_patch": new_file("tests/test_dep.py", test),
+        "patch": changed_file("demo/__init__.py", "def seven():\n    return 6\n", "def seven():\n    return 7\n"),
+        "FAIL_TO_PASS": ["tests/test_dep.py::test_seven"],
+        "PASS_TO_PASS": [],
+    }
+    without = write_jsonl(tmp_path, [row], "without.jsonl")
+    (task,) = SweDomain(SweDomainConfig(instances=without, repos=tmp_path / "repos")).all_tasks()
+    with pytest.raises(UsageError, match="demo__dep-1 cannot be graded: tests not collected at base_commit"):
+        SweDomain(SweDomainConfig(instances=without, repos=tmp_path / "repos")).score(task, row["patch"])
+    offline = SweConfig(pip_args=("--no-index", "--find-links", str(wheels)))
+    path = write_jsonl(tmp_path, [row | {"requirements": ["evodemo_dep==1.0"]}], "with.jsonl")
+    domain = SweDomain(SweDomainConfig(env=offline, instances=path, repos=tmp_path / "repos"))
+    (task,) = domain.all_tasks()
+    assert domain.score(task, row["patch"])["correctness"] == 1.0
+    assert domain.score(task, "")["correctness"] == 0.0
+    (built,) = (tmp_path / "home" / "swe" / "envs").iterdir()
+    assert (built / "evodemo_dep" / "__init__.py").is_file()
+    missing = write_jsonl(tmp_path, [row | {"requirements": ["evodemo_absent==1.0"]}], "missing.jsonl")
+    with pytest.raises(UsageError, match="demo__dep-1 cannot be graded: its requirements did not install"):
+        SweDomain(SweDomainConfig(env=offline, instances=missing, repos=tmp_path / "repos"))

@@ -7,13 +7,10 @@ touch the real $HOME: they check that the sandbox cannot see it.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -203,17 +200,9 @@ def test_cannot_signal_parent_or_host_processes() -> None:
         canary.wait()
 
 
-@pytest.fixture
-def var_tmp_path() -> Iterator[Path]:
-    """A scratch directory outside /tmp (the sandbox assembles its root over /tmp)."""
-    path = Path(tempfile.mkdtemp(dir="/var/tmp"))
-    path.chmod(0o755)  # readable by the sandbox's private uid
-    yield path
-    shutil.rmtree(path)
-
-
-def test_ro_mounts_are_visible_read_only_and_never_over_the_sandbox_own_directories(var_tmp_path: Path) -> None:
-    tmp_path = var_tmp_path
+def test_ro_mounts_are_visible_read_only_and_never_over_the_sandbox_own_directories(tmp_path: Path) -> None:
+    # Below the host's /tmp, which the sandbox's own root covers: bound all the same.
+    tmp_path.chmod(0o755)
     (tmp_path / "lib.py").write_text("VALUE = 42\n")
     config = SandboxConfig(wall_time_s=3.0, cpu_time_s=3, ro_mounts=((str(tmp_path), "/opt/extra"),))
     code = (
@@ -227,8 +216,6 @@ def test_ro_mounts_are_visible_read_only_and_never_over_the_sandbox_own_director
     for inside in ("/work", "/work/x", "/tmp/y", "/etc", "/usr/lib", "relative"):
         with pytest.raises(ValueError, match="ro_mounts"):
             SandboxConfig(ro_mounts=((str(tmp_path), inside),))
-    with pytest.raises(ValueError, match="host's /tmp"):
-        SandboxConfig(ro_mounts=(("/tmp/x", "/opt/x"),))
 
 
 def test_run_env_adds_to_the_minimal_environment() -> None:

@@ -63,7 +63,7 @@ class SweDomain(Domain):
         self.config = config or SweDomainConfig()
         self._pool: list[Task] | None = None
         if self.config.instances is not None and self.config.repos is not None:
-            loaded = load_swebench_jsonl(self.config.instances, self.config.repos)
+            loaded = load_swebench_jsonl(self.config.instances, self.config.repos, self.config.env.pip_args)
             self._pool = [self._task(iid, problem, "file") for iid, problem in loaded]
 
     @staticmethod

@@ -28,6 +28,7 @@ from typing import Any
 from evotrainer.domains.base import ToolCall
 from evotrainer.domains.swe.gitops import PatchError, apply_diff
 from evotrainer.domains.swe.grading import grade_instance
+from evotrainer.domains.swe.pyenv import instance_packages
 from evotrainer.domains.swe.repos import SweProblem
 from evotrainer.domains.swe.testinfra import is_protected, is_test_path, restore_protected
 from evotrainer.domains.swe.testrun import (
@@ -36,6 +37,7 @@ from evotrainer.domains.swe.testrun import (
     run_tests,
     sandbox_env,
     sandbox_for_tests,
+    with_packages,
 )
 from evotrainer.sandbox import SandboxConfig, run
 
@@ -92,6 +94,9 @@ class SweConfig:
     """A caller's config keeps the domain's wall limit unless it sets its own."""
     test_cmd: str = ""
     """Test command for SWE-bench instances without their own (empty: `python -m pytest`)."""
+    pip_args: tuple[str, ...] = ()
+    """Extra pip options for installing instances' requirements (`--no-index`,
+    `--find-links DIR` for an offline wheel directory); see pyenv.py."""
 
     def __post_init__(self) -> None:
         if self.sandbox.wall_time_s == _GENERIC_WALL_TIME_S:
@@ -172,6 +177,10 @@ class SweEnvironment:
         self.test_statuses: dict[str, str] = {}
         """After grade(): node id -> status of each graded test (SWE-bench instances)."""
         self._changed: tuple[str, ...] = ()
+        instance = problem.instance
+        self.packages = None if instance is None else instance_packages(
+            instance.requirements, config.pip_args, instance.instance_id
+        )  # fmt: skip
 
     def _truncate(self, text: str) -> str:
         limit = self.config.max_observation_chars
@@ -302,7 +311,7 @@ class SweEnvironment:
         argv = ["/bin/sh", "-c", _SHELL, "sh", command, self.config.sandbox.python, _SHELL_REPORT]
         # No .pytest_cache in the working tree from the agent's own test runs.
         env = {**sandbox_env(), "PYTEST_ADDOPTS": "-p no:cacheprovider"}
-        result = run(argv, files=self.files, config=config, env=env)
+        result = run(argv, files=self.files, config=with_packages(config, env, self.packages), env=env)
         try:
             report = json.loads(result.stdout)
             changed, kept, output = dict(report["changed"]), set(report["paths"]), str(report["output"])
@@ -329,7 +338,8 @@ class SweEnvironment:
             passed, failed, output = run_test_files(self.files, self.config)
             return f"{passed} passed, {failed} failed\n{output}", True
         base = instance.test_cmd or self.config.test_cmd or DEFAULT_TEST_CMD
-        result = run_tests(self.files, command_with_ids(base, self._visible_test_files()), self.config.sandbox)
+        command = command_with_ids(base, self._visible_test_files())
+        result = run_tests(self.files, command, self.config.sandbox, self.packages)
         passed = sum(s in ("PASSED", "XFAIL") for s in result.statuses.values())
         return f"{passed} passed, {len(result.statuses) - passed} failed\n{result.log[-6000:]}", True
 
@@ -338,7 +348,8 @@ class SweEnvironment:
         instance = self.problem.instance
         format_reward = 1.0 - self.counts["parse_failures"] / max(1, len(self.calls))
         if instance is not None:
-            graded = grade_instance(self.files, self.problem.files, instance, self.config.test_cmd, self.config.sandbox)
+            graded = grade_instance(self.files, self.problem.files, instance, self.config.test_cmd, self.config.sandbox,
+                                    self.packages)  # fmt: skip
             self.test_statuses = graded.statuses
             rewards = {**graded.rewards, "format": format_reward}
         else:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from evotrainer.domains.swe.gitops import PatchError, apply_diff
 from evotrainer.domains.swe.instances import SweInstance
@@ -53,22 +54,28 @@ def instance_command(instance: SweInstance, default_cmd: str) -> str:
 
 
 def uncollected_at_base(
-    base: Mapping[str, str], instance: SweInstance, default_cmd: str, config: SandboxConfig
+    base: Mapping[str, str], instance: SweInstance, default_cmd: str, config: SandboxConfig, packages: Path | None
 ) -> list[str]:
     """FAIL_TO_PASS/PASS_TO_PASS ids that have no status at base with test_patch applied."""
-    run = run_tests(graded_tree(base, base, instance), instance_command(instance, default_cmd), config)
+    run = run_tests(graded_tree(base, base, instance), instance_command(instance, default_cmd), config, packages)
     return [i for i in (*instance.fail_to_pass, *instance.pass_to_pass) if i not in run.statuses]
 
 
 def grade_instance(
-    files: Mapping[str, str], base: Mapping[str, str], instance: SweInstance, default_cmd: str, config: SandboxConfig
+    files: Mapping[str, str],
+    base: Mapping[str, str],
+    instance: SweInstance,
+    default_cmd: str,
+    config: SandboxConfig,
+    packages: Path | None = None,
 ) -> Grade:
-    run: TestRun = run_tests(graded_tree(files, base, instance), instance_command(instance, default_cmd), config)
+    command = instance_command(instance, default_cmd)
+    run: TestRun = run_tests(graded_tree(files, base, instance), command, config, packages)
     ids = (*instance.fail_to_pass, *instance.pass_to_pass)
     if any(i not in run.statuses for i in ids):
         # A test with no status either was never collected (the agent broke an import:
         # it fails) or cannot be collected at all (the instance is broken: refuse it).
-        missing = uncollected_at_base(base, instance, default_cmd, config)
+        missing = uncollected_at_base(base, instance, default_cmd, config, packages)
         if missing:
             raise UsageError(f"instance {instance.instance_id} cannot be graded: tests not collected at "
                              f"base_commit: {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")  # fmt: skip

@@ -5,7 +5,8 @@
 Each instance needs `instance_id`, `problem_statement`, `base_commit`, `FAIL_TO_PASS`
 and `PASS_TO_PASS` (JSON lists, or JSON strings holding lists, as SWE-bench ships them);
 `patch` (the gold fix, kept as the task's reference), `test_patch`, `repo`, `version`,
-`environment_setup_commit` and `test_cmd`/`test_command` are read when present. The
+`environment_setup_commit`, `test_cmd`/`test_command` and `requirements` (pyenv.py)
+are read when present. The
 repository is `<repos>/<instance_id>/` (a git checkout, read at base_commit without
 touching its working tree; or a plain snapshot taken at base_commit) or
 `<repos>/<instance_id>.bundle` (a git bundle). An instance that cannot be graded is
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.domains.swe.gitops import PatchError, apply_diff, decoded, tree_at
+from evotrainer.domains.swe.pyenv import instance_packages, parse_requirements
 from evotrainer.errors import UsageError
 from evotrainer.sandbox import files_from_dir
 
@@ -45,6 +47,8 @@ class SweInstance:
     environment_setup_commit: str = ""
     test_cmd: str = ""
     """The instance's own test command (node ids are appended); empty: the domain's."""
+    requirements: tuple[str, ...] = ()
+    """Packages its tests need beyond the project's interpreter (see pyenv.py)."""
 
 
 def scrub(files: Mapping[str, bytes]) -> dict[str, str]:
@@ -87,6 +91,7 @@ def parse_instance(row: Mapping[str, Any], where: str) -> SweInstance:
         version=str(row.get("version") or ""),
         environment_setup_commit=str(row.get("environment_setup_commit") or ""),
         test_cmd=str(row.get("test_cmd") or row.get("test_command") or ""),
+        requirements=parse_requirements(row.get("requirements", row.get("pip_packages")), where),
     )
     if not instance.fail_to_pass:
         raise UsageError(f"{where} cannot be graded: FAIL_TO_PASS is empty")
@@ -143,8 +148,11 @@ def repository(instance: SweInstance, repos: Path, where: str) -> dict[str, str]
     return files
 
 
-def load_instances(path: Path, repos: Path) -> list[tuple[SweInstance, str, dict[str, str]]]:
-    """(instance, problem statement, files at base_commit) for every instance of `path`."""
+def load_instances(
+    path: Path, repos: Path, pip_args: tuple[str, ...] = ()
+) -> list[tuple[SweInstance, str, dict[str, str]]]:
+    """(instance, problem statement, files at base_commit) for every instance of `path`;
+    each instance's own requirements are installed (once, cached) as they are loaded."""
     if not repos.is_dir():
         raise UsageError(f"no repositories directory: {repos}")
     out = []
@@ -156,6 +164,7 @@ def load_instances(path: Path, repos: Path) -> list[tuple[SweInstance, str, dict
         seen.add(instance.instance_id)
         where = f"{where}: instance {instance.instance_id}"
         out.append((instance, str(row["problem_statement"]), repository(instance, repos, where)))
+        instance_packages(instance.requirements, pip_args, instance.instance_id)
     if not out:
         raise UsageError(f"{path} holds no instances")
     return out

@@ -137,10 +137,10 @@ def generate_problem(rng: random.Random) -> SweProblem:
     )
 
 
-def load_swebench_jsonl(path: Path, repos: Path) -> list[tuple[str, SweProblem]]:
+def load_swebench_jsonl(path: Path, repos: Path, pip_args: tuple[str, ...] = ()) -> list[tuple[str, SweProblem]]:
     """(instance_id, problem) for every SWE-bench instance of `path` (see instances.py)."""
     return [
         (instance.instance_id, SweProblem(issue=issue, files=files, hidden_tests={}, reference=instance.gold_patch,
                                           instance=instance))  # fmt: skip
-        for instance, issue, files in load_instances(path, repos)
+        for instance, issue, files in load_instances(path, repos, pip_args)
     ]

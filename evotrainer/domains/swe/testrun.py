@@ -32,6 +32,8 @@ from pathlib import Path
 from evotrainer.sandbox import SandboxConfig, Status, run
 
 PYTHON_INSIDE = "/opt/evotrainer-python"
+PACKAGES_INSIDE = "/opt/evotrainer-instance"
+"""Where an instance's own packages (pyenv.py) are bound, first on PYTHONPATH."""
 DEFAULT_TEST_CMD = "python -m pytest"
 # Options grading adds to a pytest command: the per-test summary the parser reads, no
 # cache directory written into the tree, no colour codes in the log.
@@ -108,12 +110,21 @@ class TestRun:
         return self.statuses.get(node_id) in PASSING
 
 
-def run_tests(files: Mapping[str, str], command: str, config: SandboxConfig) -> TestRun:
+def with_packages(config: SandboxConfig, env: dict[str, str], packages: Path | None) -> SandboxConfig:
+    """`config` with an instance's package directory bound and put on `env`'s PYTHONPATH."""
+    if packages is None:
+        return config
+    env["PYTHONPATH"] = PACKAGES_INSIDE
+    return replace(config, ro_mounts=(*config.ro_mounts, (str(packages), PACKAGES_INSIDE)))
+
+
+def run_tests(files: Mapping[str, str], command: str, config: SandboxConfig, packages: Path | None = None) -> TestRun:
     """Run `command` (a shell command line) over `files` in /work and parse its log."""
     token = secrets.token_hex(16)
     script = f"read -r token; ({command}) </dev/null 2>&1; echo; echo \"$token\""
-    result = run(["/bin/sh", "-c", script], files=files, stdin=token + "\n", config=sandbox_for_tests(config),
-                 env=sandbox_env())  # fmt: skip
+    env = sandbox_env()
+    config = with_packages(sandbox_for_tests(config), env, packages)
+    result = run(["/bin/sh", "-c", script], files=files, stdin=token + "\n", config=config, env=env)
     log = result.stdout
     cut = log.rfind(token)
     if cut < 0:
