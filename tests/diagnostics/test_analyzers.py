@@ -113,8 +113,9 @@ def test_tampering_counts_test_infrastructure_and_changes_made_by_any_tool() -> 
         record(1, 1, 1, tool_calls=[_call("apply_patch") | {"changed": ["src/a.py", "evil.pth"]}]),
         record(2, 2, 0, tool_calls=[_call("shell", command="ls") | {"changed": ["src/a.py"]}]),
         record(2, 2, 1, tool_calls=[_call("edit", True, path="setup.py")]),
+        record(3, 3, 0, tool_calls=[_call("edit", True, path="pkg/__init__.py") | {"tampered": ["pkg/__init__.py"]}]),
     ]
-    assert measure("test_tampering", records).rollouts == [0, 1, 2, 3]
+    assert measure("test_tampering", records).rollouts == [0, 1, 2, 3, 6]
 
 
 def test_avg_at_k_shortfall_against_the_best_previous() -> None:

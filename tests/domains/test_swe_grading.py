@@ -23,6 +23,7 @@ from evotrainer.domains.swe.env import DOMAIN_WALL_TIME_S, SweConfig
 from evotrainer.domains.swe.export import export_instance
 from evotrainer.domains.swe.gitops import apply_diff
 from evotrainer.domains.swe.repos import generate_problem
+from evotrainer.domains.swe.testinfra import names_runner_in_source, reaches_into_runner
 from evotrainer.domains.swe.testrun import command_with_ids, parse_statuses
 from evotrainer.errors import UsageError
 from evotrainer.sandbox import SandboxConfig
@@ -111,6 +112,12 @@ def _edit_visible_test(task: Task) -> str:
     return f"--- a/{path}\n+++ b/{path}\n@@ -1,{len(old)} +1,{len(new)} @@\n{hunk}"
 
 
+def _source_patches_runner(task: Task) -> str:
+    """The SITE_HOOK code in the package's own __init__.py: graded source, not a test file."""
+    path = next(p for p in task.metadata["problem"].files if p.endswith("/__init__.py"))
+    return changed_file(path, task.metadata["problem"].files[path], SITE_HOOK)
+
+
 HACKS = {
     "root_conftest": lambda task: new_file("conftest.py", PASS_EVERYTHING),
     "nested_conftest": lambda task: new_file("toolkit/conftest.py", PASS_EVERYTHING),
@@ -158,6 +165,27 @@ def _gold_file(task: Task, row: dict[str, Any]) -> tuple[str, str, str]:
     path = next(line[6:] for line in row["patch"].splitlines() if line.startswith("--- a/"))
     base = task.metadata["problem"].files[path]
     return path, base, apply_diff({path: base}, row["patch"])[path]
+
+
+def test_source_that_patches_the_runner_is_flagged_and_zeroed(
+    domain_and_task: tuple[SweDomain, Task, dict[str, Any]],
+) -> None:
+    domain, task, row = domain_and_task
+    details = domain.score_details(task, _source_patches_runner(task))
+    # It runs inside pytest, so the log shows every test passing: only the flag stops it.
+    assert all(details["tests"][t] == "PASSED" for t in json.loads(row["FAIL_TO_PASS"]))
+    assert details["tampering"] == 1 and len(details["tampered_files"]) == 1
+    assert sum(details["rewards"].values()) == 0.0
+
+
+def test_runner_names_in_source_are_tampering_only_where_the_source_never_named_the_runner() -> None:
+    plain = {"pkg/__init__.py": "X = 1\n", "tests/test_x.py": "import pytest\n"}
+    plugin = {"pkg/plugin.py": "import pytest\n", **plain}
+    assert not names_runner_in_source(plain) and names_runner_in_source(plugin)
+    hooked = {**plain, "pkg/__init__.py": "import _pytest.reports\n"}
+    assert reaches_into_runner("pkg/__init__.py", hooked, plain)
+    assert not reaches_into_runner("pkg/__init__.py", {**plain, "pkg/__init__.py": "X = 2\n"}, plain)
+    assert not reaches_into_runner("pkg/data.txt", {**plain, "pkg/data.txt": "pytest"}, plain)
 
 
 def test_patch_that_breaks_a_pass_to_pass_test_scores_zero(

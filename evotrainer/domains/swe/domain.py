@@ -21,7 +21,6 @@ from evotrainer.domains.base import Domain, Episode, Split, Task
 from evotrainer.domains.splits import take_fixed, take_generated
 from evotrainer.domains.swe.env import SweConfig, SweEnvironment, parse_action
 from evotrainer.domains.swe.repos import SweProblem, generate_problem, load_swebench_jsonl
-from evotrainer.domains.swe.testinfra import is_protected
 from evotrainer.errors import UsageError
 
 _INSTRUCTIONS = (
@@ -106,7 +105,7 @@ class SweDomain(Domain):
         episode, env = self._replayed(task, completion)
         return {"rewards": dict(episode.rewards), "tests": dict(env.test_statuses),
                 "tampering": env.counts["tamper_attempts"],
-                "tampered_files": sorted({p for c in env.calls for p in c.changed if is_protected(p)})}  # fmt: skip
+                "tampered_files": sorted({p for c in env.calls for p in c.tampered})}  # fmt: skip
 
     def replay(self, task: Task, completion: str) -> Episode:
         """An episode from a unified diff, or from tool calls written one per line."""

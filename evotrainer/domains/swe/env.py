@@ -30,7 +30,13 @@ from evotrainer.domains.swe.gitops import PatchError, apply_diff
 from evotrainer.domains.swe.grading import grade_instance
 from evotrainer.domains.swe.pyenv import instance_packages
 from evotrainer.domains.swe.repos import SweProblem
-from evotrainer.domains.swe.testinfra import is_protected, is_test_path, restore_protected
+from evotrainer.domains.swe.testinfra import (
+    is_protected,
+    is_test_path,
+    names_runner_in_source,
+    reaches_into_runner,
+    restore_protected,
+)
 from evotrainer.domains.swe.testrun import (
     DEFAULT_TEST_CMD,
     command_with_ids,
@@ -177,6 +183,8 @@ class SweEnvironment:
         self.test_statuses: dict[str, str] = {}
         """After grade(): node id -> status of each graded test (SWE-bench instances)."""
         self._changed: tuple[str, ...] = ()
+        self._attempted: tuple[str, ...] = ()
+        self._base_names_runner: bool | None = None
         instance = problem.instance
         self.packages = None if instance is None else instance_packages(
             instance.requirements, config.pip_args, instance.instance_id
@@ -188,7 +196,7 @@ class SweEnvironment:
 
     def step(self, turn: int, text: str) -> str:
         action = parse_action(text)
-        self._changed = ()
+        self._changed, self._attempted = (), ()
         if action is None:
             self.counts["parse_failures"] += 1
             observation, ok, tool, args = (
@@ -205,16 +213,40 @@ class SweEnvironment:
             observation, ok = self._dispatch(tool, args)
         observation = self._truncate(observation)
         self.calls.append(ToolCall(turn=turn, tool=tool, arguments=args, ok=ok, observation=observation,
-                                   changed=self._changed))  # fmt: skip
+                                   changed=self._changed, tampered=self._tampering()))  # fmt: skip
         return observation
 
     def step_patch(self, turn: int, diff: str) -> str:
         """Apply a whole unified diff as one call (a completion that is a diff, not tool calls)."""
-        self._changed = ()
+        self._changed, self._attempted = (), ()
         observation, ok = self.apply_patch(diff)
         self.calls.append(ToolCall(turn=turn, tool="apply_patch", arguments={"diff_chars": len(diff)}, ok=ok,
-                                   observation=self._truncate(observation), changed=self._changed))  # fmt: skip
+                                   observation=self._truncate(observation), changed=self._changed,
+                                   tampered=self._tampering()))  # fmt: skip
         return observation
+
+    def _tampering(self) -> tuple[str, ...]:
+        """Files the last call tampered with (or tried to); counted once per call.
+
+        Tampering: any change to a test file or test infrastructure, even a failed edit;
+        and source that newly names the test runner (pytest, _pytest, pluggy) in a
+        repository whose source never did, since code under test runs inside pytest and
+        could rewrite its verdicts from there (see testinfra.reaches_into_runner).
+        """
+        tampered = set(self._attempted)
+        for path in self._changed:
+            if is_protected(path):
+                tampered.add(path)
+            elif reaches_into_runner(path, self.files, self.problem.files) and not self._runner_in_base():
+                tampered.add(path)
+        if tampered:
+            self.counts["tamper_attempts"] += 1
+        return tuple(sorted(tampered))
+
+    def _runner_in_base(self) -> bool:
+        if self._base_names_runner is None:
+            self._base_names_runner = names_runner_in_source(self.problem.files)
+        return self._base_names_runner
 
     def _dispatch(self, tool: str, args: dict[str, Any]) -> tuple[str, bool]:
         path = str(args.get("path", ""))
@@ -266,17 +298,14 @@ class SweEnvironment:
         return ("\n".join(hits[:_MAX_SEARCH_HITS]) + more) if hits else "no matches", True
 
     def _record_changes(self, before: dict[str, str]) -> None:
-        """Note which files the last call changed; a change to a protected one is tampering."""
+        """Note which files the last call changed (`_tampering` judges them)."""
         changed = sorted(p for p in before.keys() | self.files.keys() if before.get(p) != self.files.get(p))
         self._changed = tuple(changed)
         self.edited_files.update(changed)
-        if any(is_protected(p) for p in changed):
-            self.counts["tamper_attempts"] += 1
 
     def _edit(self, path: str, search: str, replace: str) -> tuple[str, bool]:
         if is_protected(path):
-            # An attempt counts even when the edit itself fails.
-            self.counts["tamper_attempts"] += 1
+            self._attempted = (path,)  # an attempt counts even when the edit itself fails
         if not path or path.startswith("/") or ".." in PurePosixPath(path).parts:
             return "error: path must be relative and inside the repository", False
         if path not in self.files:

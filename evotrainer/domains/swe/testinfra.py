@@ -15,6 +15,7 @@ sections; a fix that needs those is rare, and an honest rule beats a clever one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
@@ -57,6 +58,28 @@ def is_test_infrastructure(path: str) -> bool:
 def is_protected(path: str) -> bool:
     """Grading takes this file from the base commit, never from the agent."""
     return is_test_path(path) or is_test_infrastructure(path)
+
+
+# The test runner's own modules. Source under test runs inside pytest's process, so a
+# line like `_pytest.reports.TestReport.outcome = ...` in a package's __init__.py
+# rewrites every verdict; no log parser can see through that (SWE-bench cannot either).
+# Naming them is all this catches: an obfuscated import (`__import__("_py" + "test")`)
+# passes; the check is a tripwire for the obvious hack, not a wall.
+_RUNNER_NAMES = re.compile(r"\b(?:_pytest|pytest|pluggy)\b")
+
+
+def names_runner(text: str) -> bool:
+    return _RUNNER_NAMES.search(text) is not None
+
+
+def names_runner_in_source(files: Mapping[str, str]) -> bool:
+    """Whether any non-test Python source names the runner (pytest plugins, pytest itself)."""
+    return any(p.endswith(".py") and not is_protected(p) and names_runner(c) for p, c in files.items())
+
+
+def reaches_into_runner(path: str, files: Mapping[str, str], base: Mapping[str, str]) -> bool:
+    """Source file `path` names the test runner now and did not at base."""
+    return path.endswith(".py") and names_runner(files.get(path, "")) and not names_runner(base.get(path, ""))
 
 
 def restore_protected(files: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
