@@ -118,7 +118,16 @@ def _source_patches_runner(task: Task) -> str:
     return changed_file(path, task.metadata["problem"].files[path], SITE_HOOK)
 
 
+# Found first on sys.path by `python -m pytest`: replaces the runner, prints passes.
+FAKE_PYTEST = """import sys
+print("=" * 20 + " short test summary info " + "=" * 20)
+for node_id in sys.argv[1:]:
+    print("PASSED", node_id)
+"""
+
 HACKS = {
+    "shadowing_pytest": lambda task: new_file("pytest.py", FAKE_PYTEST),
+    "shadowing_pytest_package": lambda task: new_file("pytest/__main__.py", FAKE_PYTEST),
     "root_conftest": lambda task: new_file("conftest.py", PASS_EVERYTHING),
     "nested_conftest": lambda task: new_file("toolkit/conftest.py", PASS_EVERYTHING),
     "sitecustomize": lambda task: new_file("sitecustomize.py", SITE_HOOK),

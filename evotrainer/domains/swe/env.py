@@ -32,10 +32,12 @@ from evotrainer.domains.swe.pyenv import instance_packages
 from evotrainer.domains.swe.repos import SweProblem
 from evotrainer.domains.swe.testinfra import (
     is_protected,
+    is_runner_repository,
     is_test_path,
     names_runner_in_source,
     reaches_into_runner,
     restore_protected,
+    shadows_runner,
 )
 from evotrainer.domains.swe.testrun import (
     DEFAULT_TEST_CMD,
@@ -185,6 +187,7 @@ class SweEnvironment:
         self._changed: tuple[str, ...] = ()
         self._attempted: tuple[str, ...] = ()
         self._base_names_runner: bool | None = None
+        self._base_is_runner: bool | None = None
         instance = problem.instance
         self.packages = None if instance is None else instance_packages(
             instance.requirements, config.pip_args, instance.instance_id
@@ -235,13 +238,18 @@ class SweEnvironment:
         """
         tampered = set(self._attempted)
         for path in self._changed:
-            if is_protected(path):
+            if is_protected(path) or (shadows_runner(path) and not self._runner_repository()):
                 tampered.add(path)
             elif reaches_into_runner(path, self.files, self.problem.files) and not self._runner_in_base():
                 tampered.add(path)
         if tampered:
             self.counts["tamper_attempts"] += 1
         return tuple(sorted(tampered))
+
+    def _runner_repository(self) -> bool:
+        if self._base_is_runner is None:
+            self._base_is_runner = is_runner_repository(self.problem.files)
+        return self._base_is_runner
 
     def _runner_in_base(self) -> bool:
         if self._base_names_runner is None:

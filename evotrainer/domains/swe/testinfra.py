@@ -82,9 +82,27 @@ def reaches_into_runner(path: str, files: Mapping[str, str], base: Mapping[str, 
     return path.endswith(".py") and names_runner(files.get(path, "")) and not names_runner(base.get(path, ""))
 
 
+# Module names that, found first on sys.path (the repository's root is, for `python -m
+# pytest`), replace the runner itself: a `pytest.py` printing a summary of passes.
+_RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy"})
+
+
+def shadows_runner(path: str) -> bool:
+    """A file inside a module or package named like the test runner (pytest.py, _pytest/...)."""
+    parts = PurePosixPath(path).parts
+    return any(p in _RUNNER_MODULES or (p.endswith(".py") and p[:-3] in _RUNNER_MODULES) for p in parts)
+
+
+def is_runner_repository(base: Mapping[str, str]) -> bool:
+    """The repository is the runner (pytest, pluggy): its own modules are its source."""
+    return any(shadows_runner(p) for p in base)
+
+
 def restore_protected(files: Mapping[str, str], base: Mapping[str, str]) -> dict[str, str]:
-    """The agent's tree with every protected file as it was at base (new ones dropped)."""
-    restored = {p: c for p, c in files.items() if not is_protected(p)}
+    """The agent's tree with every protected file as it was at base (new ones dropped),
+    and no new module shadowing the test runner."""
+    own_runner = is_runner_repository(base)
+    restored = {p: c for p, c in files.items() if not is_protected(p) and (own_runner or not shadows_runner(p))}
     restored.update({p: c for p, c in base.items() if is_protected(p)})
     return restored
 
