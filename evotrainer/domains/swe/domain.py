@@ -32,6 +32,7 @@ _INSTRUCTIONS = (
     "(empty: create the file). shell runs on the same files that are graded. Tests, conftest.py and other test "
     "configuration are restored before grading; changing them counts as tampering.\n"
 )
+_MAX_LISTED = 200
 _DIFF_START = re.compile(r"^(diff --git |--- \S)", re.MULTILINE)
 
 
@@ -67,7 +68,11 @@ class SweDomain(Domain):
 
     @staticmethod
     def _task(task_id: str, problem: SweProblem, level: str) -> Task:
-        listing = "\n".join(sorted(problem.files))
+        paths = sorted(problem.files)
+        # A real repository has thousands of files: the prompt names the first ones only.
+        listing = "\n".join(paths[:_MAX_LISTED])
+        if len(paths) > _MAX_LISTED:
+            listing += f"\n[... {len(paths) - _MAX_LISTED} more files: use list_files or search]"
         prompt = f"{_INSTRUCTIONS}\nIssue: {problem.issue}\n\nFiles:\n{listing}\n"
         return Task(task_id=task_id, domain="swe", prompt=prompt, reference=problem.reference, level=level,
                     metadata={"problem": problem, "bug_file": problem.bug_file})  # fmt: skip
