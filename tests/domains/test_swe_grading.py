@@ -389,3 +389,29 @@ def test_instance_requirements_are_installed_once_and_bound_into_the_sandbox(
     missing = write_jsonl(tmp_path, [row | {"requirements": ["evodemo_absent==1.0"]}], "missing.jsonl")
     with pytest.raises(UsageError, match="demo__dep-1 cannot be graded: its requirements did not install"):
         SweDomain(SweDomainConfig(env=offline, instances=missing, repos=tmp_path / "repos"))
+
+
+def test_binary_files_of_the_repository_are_in_every_run_and_stay_as_at_base(tmp_path: Path) -> None:
+    repo = tmp_path / "repos" / "demo__bin-1"
+    (repo / "demo").mkdir(parents=True)
+    (repo / "demo" / "__init__.py").write_text("def seven():\n    return 6\n")
+    (repo / "demo" / "magic.bin").write_bytes(b"\xff\x00\x07")
+    test = ("from pathlib import Path\nfrom demo import seven\n\n\ndef test_seven():\n"
+            "    assert seven() == Path('demo/magic.bin').read_bytes()[2]\n")  # fmt: skip
+    row = {
+        "instance_id": "demo__bin-1",
+        "problem_statement": "seven is off by one",
+        "base_commit": "snapshot",
+        "test_patch": new_file("tests/test_bin.py", test),
+        "patch": changed_file("demo/__init__.py", "def seven():\n    return 6\n", "def seven():\n    return 7\n"),
+        "FAIL_TO_PASS": ["tests/test_bin.py::test_seven"],
+        "PASS_TO_PASS": [],
+    }
+    domain = SweDomain(SweDomainConfig(instances=write_jsonl(tmp_path, [row]), repos=tmp_path / "repos"))
+    (task,) = domain.all_tasks()
+    assert "demo/magic.bin" not in task.metadata["problem"].files
+    assert domain.score(task, row["patch"])["correctness"] == 1.0
+    # Overwriting the data from the shell does not stick: the file is as at base when graded.
+    hack = json.dumps({"tool": "shell", "command": "printf 'xxx' > demo/magic.bin"})
+    assert domain.score(task, hack + "\n" + json.dumps({"tool": "edit", "path": "demo/__init__.py",
+                                                        "search": "6", "replace": "7"}))["correctness"] == 1.0  # fmt: skip

@@ -42,6 +42,7 @@ from evotrainer.domains.swe.testinfra import (
 )
 from evotrainer.domains.swe.testrun import (
     DEFAULT_TEST_CMD,
+    RunSetup,
     command_with_ids,
     run_tests,
     sandbox_env,
@@ -190,9 +191,10 @@ class SweEnvironment:
         self._base_names_runner: bool | None = None
         self._base_is_runner: bool | None = None
         instance = problem.instance
-        self.packages = None if instance is None else instance_packages(
+        packages = None if instance is None else instance_packages(
             instance.requirements, config.pip_args, instance.instance_id
         )  # fmt: skip
+        self.setup = RunSetup(config.sandbox, packages, problem.assets)
 
     def _truncate(self, text: str) -> str:
         limit = self.config.max_observation_chars
@@ -349,7 +351,8 @@ class SweEnvironment:
         argv = ["/bin/sh", "-c", _SHELL, "sh", command, self.config.sandbox.python, _SHELL_REPORT]
         # No .pytest_cache in the working tree from the agent's own test runs.
         env = {**sandbox_env(), "PYTEST_ADDOPTS": "-p no:cacheprovider"}
-        result = run(argv, files=self.files, config=with_packages(config, env, self.packages), env=env)
+        config = with_packages(config, env, self.setup.packages)
+        result = run(argv, files={**self.files, **self.setup.assets}, config=config, env=env)
         try:
             report = json.loads(result.stdout)
             changed, kept, output = dict(report["changed"]), set(report["paths"]), str(report["output"])
@@ -377,7 +380,7 @@ class SweEnvironment:
             return f"{passed} passed, {failed} failed\n{output}", True
         base = instance.test_cmd or self.config.test_cmd or DEFAULT_TEST_CMD
         command = command_with_ids(base, self._visible_test_files())
-        result = run_tests(self.files, command, self.config.sandbox, self.packages)
+        result = run_tests(self.files, command, self.setup)
         passed = sum(s in ("PASSED", "XFAIL") for s in result.statuses.values())
         return f"{passed} passed, {len(result.statuses) - passed} failed\n{result.log[-6000:]}", True
 
@@ -386,8 +389,7 @@ class SweEnvironment:
         instance = self.problem.instance
         format_reward = 1.0 - self.counts["parse_failures"] / max(1, len(self.calls))
         if instance is not None:
-            graded = grade_instance(self.files, self.problem.files, instance, self.config.test_cmd, self.config.sandbox,
-                                    self.packages)  # fmt: skip
+            graded = grade_instance(self.files, self.problem.files, instance, self.config.test_cmd, self.setup)
             self.test_statuses = graded.statuses
             rewards = {**graded.rewards, "format": format_reward}
         else:

@@ -18,7 +18,7 @@ from typing import Any
 
 from evotrainer.domains.swe.gitops import apply_diff
 from evotrainer.domains.swe.repos import SweProblem
-from evotrainer.domains.swe.testrun import DEFAULT_TEST_CMD, command_with_ids, run_tests
+from evotrainer.domains.swe.testrun import DEFAULT_TEST_CMD, RunSetup, command_with_ids, run_tests
 from evotrainer.sandbox import SandboxConfig
 
 _AUTHOR = ["-c", "user.name=evotrainer", "-c", "user.email=evotrainer@localhost", "-c", "commit.gpgsign=false"]
@@ -60,8 +60,8 @@ def export_instance(problem: SweProblem, instance_id: str, repos: Path, config: 
     test_patch = _diff(repo, {**problem.files, **problem.hidden_tests})
     # As SWE-bench does: FAIL_TO_PASS fail at base and pass with the fix; PASS_TO_PASS pass in both.
     command = command_with_ids(DEFAULT_TEST_CMD, sorted(problem.hidden_tests))
-    before = run_tests(apply_diff(problem.files, test_patch), command, config)
-    after = run_tests(apply_diff(fixed, test_patch), command, config)
+    before = run_tests(apply_diff(problem.files, test_patch), command, RunSetup(config))
+    after = run_tests(apply_diff(fixed, test_patch), command, RunSetup(config))
     return {
         "instance_id": instance_id,
         "repo": f"evotrainer/{instance_id.split('__')[0]}",

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from evotrainer.domains.swe.gitops import PatchError, apply_diff
 from evotrainer.domains.swe.instances import SweInstance
 from evotrainer.domains.swe.testinfra import restore_protected
-from evotrainer.domains.swe.testrun import DEFAULT_TEST_CMD, TestRun, command_with_ids, run_tests
+from evotrainer.domains.swe.testrun import DEFAULT_TEST_CMD, RunSetup, TestRun, command_with_ids, run_tests
 from evotrainer.errors import UsageError
-from evotrainer.sandbox import SandboxConfig
 
 
 @dataclass(frozen=True)
@@ -53,11 +51,9 @@ def instance_command(instance: SweInstance, default_cmd: str) -> str:
     return command_with_ids(instance.test_cmd or default_cmd or DEFAULT_TEST_CMD, ids)
 
 
-def uncollected_at_base(
-    base: Mapping[str, str], instance: SweInstance, default_cmd: str, config: SandboxConfig, packages: Path | None
-) -> list[str]:
+def uncollected_at_base(base: Mapping[str, str], instance: SweInstance, default_cmd: str, setup: RunSetup) -> list[str]:
     """FAIL_TO_PASS/PASS_TO_PASS ids that have no status at base with test_patch applied."""
-    run = run_tests(graded_tree(base, base, instance), instance_command(instance, default_cmd), config, packages)
+    run = run_tests(graded_tree(base, base, instance), instance_command(instance, default_cmd), setup)
     return [i for i in (*instance.fail_to_pass, *instance.pass_to_pass) if i not in run.statuses]
 
 
@@ -66,16 +62,15 @@ def grade_instance(
     base: Mapping[str, str],
     instance: SweInstance,
     default_cmd: str,
-    config: SandboxConfig,
-    packages: Path | None = None,
+    setup: RunSetup,
 ) -> Grade:
     command = instance_command(instance, default_cmd)
-    run: TestRun = run_tests(graded_tree(files, base, instance), command, config, packages)
+    run: TestRun = run_tests(graded_tree(files, base, instance), command, setup)
     ids = (*instance.fail_to_pass, *instance.pass_to_pass)
     if any(i not in run.statuses for i in ids):
         # A test with no status either was never collected (the agent broke an import:
         # it fails) or cannot be collected at all (the instance is broken: refuse it).
-        missing = uncollected_at_base(base, instance, default_cmd, config, packages)
+        missing = uncollected_at_base(base, instance, default_cmd, setup)
         if missing:
             raise UsageError(f"instance {instance.instance_id} cannot be graded: tests not collected at "
                              f"base_commit: {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}")  # fmt: skip

@@ -51,14 +51,15 @@ class SweInstance:
     """Packages its tests need beyond the project's interpreter (see pyenv.py)."""
 
 
-def scrub(files: Mapping[str, bytes]) -> dict[str, str]:
-    """Drop version-control history and patch leftovers; keep decodable text files."""
+def scrub(files: Mapping[str, bytes]) -> tuple[dict[str, str], dict[str, bytes]]:
+    """(text files, binary files), version-control history and patch leftovers dropped."""
     kept = {
         path: data
         for path, data in files.items()
         if not any(p in HISTORY_NAMES for p in Path(path).parts) and not path.endswith(HISTORY_SUFFIXES)
     }
-    return decoded(kept)
+    text = decoded(kept)
+    return text, {p: d for p, d in kept.items() if p not in text}
 
 
 def _test_ids(row: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -126,8 +127,9 @@ def rows(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
         yield f"{path}:{lineno}", row
 
 
-def repository(instance: SweInstance, repos: Path, where: str) -> dict[str, str]:
-    """The instance's files at base_commit, history scrubbed, test_patch checked to apply."""
+def repository(instance: SweInstance, repos: Path, where: str) -> tuple[dict[str, str], dict[str, bytes]]:
+    """The instance's (text, binary) files at base_commit, history scrubbed, test_patch
+    checked to apply."""
     checkout, bundle = repos / instance.instance_id, repos / f"{instance.instance_id}.bundle"
     try:
         if bundle.is_file():
@@ -140,19 +142,20 @@ def repository(instance: SweInstance, repos: Path, where: str) -> dict[str, str]
             raise UsageError(f"{where} cannot be graded: no repository {checkout}/ or {bundle}")
     except PatchError as exc:
         raise UsageError(f"{where} cannot be graded: base_commit {instance.base_commit}: {exc}") from exc
-    files = scrub(raw)
+    files, assets = scrub(raw)
     try:
         apply_diff(files, instance.test_patch)
     except PatchError as exc:
         raise UsageError(f"{where} cannot be graded: test_patch does not apply at base_commit: {exc}") from exc
-    return files
+    return files, assets
 
 
 def load_instances(
     path: Path, repos: Path, pip_args: tuple[str, ...] = ()
-) -> list[tuple[SweInstance, str, dict[str, str]]]:
-    """(instance, problem statement, files at base_commit) for every instance of `path`;
-    each instance's own requirements are installed (once, cached) as they are loaded."""
+) -> list[tuple[SweInstance, str, dict[str, str], dict[str, bytes]]]:
+    """(instance, problem statement, text files and binary files at base_commit) for every
+    instance of `path`; each instance's own requirements are installed (once, cached) as
+    they are loaded."""
     if not repos.is_dir():
         raise UsageError(f"no repositories directory: {repos}")
     out = []
@@ -163,7 +166,8 @@ def load_instances(
             raise UsageError(f"{where}: instance {instance.instance_id} appears twice")
         seen.add(instance.instance_id)
         where = f"{where}: instance {instance.instance_id}"
-        out.append((instance, str(row["problem_statement"]), repository(instance, repos, where)))
+        files, assets = repository(instance, repos, where)
+        out.append((instance, str(row["problem_statement"]), files, assets))
         instance_packages(instance.requirements, pip_args, instance.instance_id)
     if not out:
         raise UsageError(f"{path} holds no instances")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evotrainer.domains.swe.instances import SweInstance, load_instances
@@ -99,6 +100,8 @@ class SweProblem:
     supervised warm starts)."""
     instance: SweInstance | None = None
     """A SWE-bench instance: graded by FAIL_TO_PASS and PASS_TO_PASS after test_patch."""
+    assets: Mapping[str, bytes] = field(default_factory=dict)
+    """Binary files of the repository (test data, images): in every run, never editable."""
 
 
 def generate_problem(rng: random.Random) -> SweProblem:
@@ -141,6 +144,6 @@ def load_swebench_jsonl(path: Path, repos: Path, pip_args: tuple[str, ...] = ())
     """(instance_id, problem) for every SWE-bench instance of `path` (see instances.py)."""
     return [
         (instance.instance_id, SweProblem(issue=issue, files=files, hidden_tests={}, reference=instance.gold_patch,
-                                          instance=instance))  # fmt: skip
-        for instance, issue, files in load_instances(path, repos, pip_args)
+                                          instance=instance, assets=assets))  # fmt: skip
+        for instance, issue, files, assets in load_instances(path, repos, pip_args)
     ]

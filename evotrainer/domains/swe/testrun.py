@@ -26,7 +26,7 @@ import secrets
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evotrainer.sandbox import SandboxConfig, Status, run
@@ -110,6 +110,18 @@ class TestRun:
         return self.statuses.get(node_id) in PASSING
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What every test run of one instance shares besides the working tree."""
+
+    sandbox: SandboxConfig
+    packages: Path | None = None
+    """The instance's own packages (pyenv.py), bound and put on PYTHONPATH."""
+    assets: Mapping[str, bytes] = field(default_factory=dict)
+    """Binary files of the repository at base (test data): present in every run, never
+    part of the editable text tree, so always as they were at base."""
+
+
 def with_packages(config: SandboxConfig, env: dict[str, str], packages: Path | None) -> SandboxConfig:
     """`config` with an instance's package directory bound and put on `env`'s PYTHONPATH."""
     if packages is None:
@@ -118,13 +130,14 @@ def with_packages(config: SandboxConfig, env: dict[str, str], packages: Path | N
     return replace(config, ro_mounts=(*config.ro_mounts, (str(packages), PACKAGES_INSIDE)))
 
 
-def run_tests(files: Mapping[str, str], command: str, config: SandboxConfig, packages: Path | None = None) -> TestRun:
+def run_tests(files: Mapping[str, str], command: str, setup: RunSetup) -> TestRun:
     """Run `command` (a shell command line) over `files` in /work and parse its log."""
     token = secrets.token_hex(16)
     script = f"read -r token; ({command}) </dev/null 2>&1; echo; echo \"$token\""
     env = sandbox_env()
-    config = with_packages(sandbox_for_tests(config), env, packages)
-    result = run(["/bin/sh", "-c", script], files=files, stdin=token + "\n", config=config, env=env)
+    config = with_packages(sandbox_for_tests(setup.sandbox), env, setup.packages)
+    tree: dict[str, str | bytes] = {**files, **setup.assets}
+    result = run(["/bin/sh", "-c", script], files=tree, stdin=token + "\n", config=config, env=env)
     log = result.stdout
     cut = log.rfind(token)
     if cut < 0:
