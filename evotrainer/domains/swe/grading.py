@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from evotrainer.domains.swe.gitops import PatchError, apply_diff
 from evotrainer.domains.swe.instances import SweInstance
@@ -51,10 +52,19 @@ def instance_command(instance: SweInstance, default_cmd: str) -> str:
     return command_with_ids(instance.test_cmd or default_cmd or DEFAULT_TEST_CMD, ids)
 
 
+# Base checks already run in this process: the tree at base is fixed per instance, and a
+# policy that keeps breaking imports (or hanging) would otherwise pay for one each time.
+_BASE_CHECKS: dict[tuple[SweInstance, str, Path | None], list[str]] = {}
+
+
 def uncollected_at_base(base: Mapping[str, str], instance: SweInstance, default_cmd: str, setup: RunSetup) -> list[str]:
     """FAIL_TO_PASS/PASS_TO_PASS ids that have no status at base with test_patch applied."""
-    run = run_tests(graded_tree(base, base, instance), instance_command(instance, default_cmd), setup)
-    return [i for i in (*instance.fail_to_pass, *instance.pass_to_pass) if i not in run.statuses]
+    command = instance_command(instance, default_cmd)
+    key = (instance, command, setup.packages)
+    if key not in _BASE_CHECKS:
+        run = run_tests(graded_tree(base, base, instance), command, setup)
+        _BASE_CHECKS[key] = [i for i in (*instance.fail_to_pass, *instance.pass_to_pass) if i not in run.statuses]
+    return _BASE_CHECKS[key]
 
 
 def grade_instance(
