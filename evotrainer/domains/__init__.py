@@ -58,8 +58,9 @@ def list_domains() -> list[DomainInfo]:
         ),
         DomainInfo(
             "swe",
-            "generated buggy repositories fixed through tools, graded by hidden tests",
-            ("generated",),
+            "generated buggy repositories fixed through tools, graded by hidden tests, or SWE-bench "
+            "instances (swe:file=PATH,repos=DIR) graded by FAIL_TO_PASS and PASS_TO_PASS",
+            ("generated", "file=PATH,repos=DIR"),
             SweDomain.reward_components,
         ),
     ]
@@ -152,9 +153,15 @@ def get_domain(name: str) -> Domain:
             raise UnknownDomainError(name, f"unknown code variant in {name!r}; use humaneval or levels "
                                      f"{', '.join(GENERATED_LEVELS)}")  # fmt: skip
         return CodeDomain(CodeConfig(levels=parts or DEFAULT_LEVELS))
-    # SWE files (`swe:file=PATH,repos=DIR`) belong here: spec.file(("file", "split", "repos"))
-    # reads the path and split, spec.options["repos"] the repositories.
-    if base == "swe" and not spec.options and parts in ((), ("generated",)):
+    if base == "swe" and spec.options:
+        from evotrainer.domains.swe import SweDomain, SweDomainConfig
+
+        file = spec.file(("file", "split", "repos"))
+        if file is None or not spec.options.get("repos"):
+            raise UnknownDomainError(name, f"use swe:file=PATH,repos=DIR[,split=all], not {name!r}")
+        repos = Path(spec.options["repos"]).expanduser()
+        return SweDomain(SweDomainConfig(instances=file[0], repos=repos, whole_file=file[1]))
+    if base == "swe" and parts in ((), ("generated",)):
         from evotrainer.domains.swe import SweDomain
 
         return SweDomain()

@@ -41,6 +41,13 @@ class ToolCall:
     arguments: Mapping[str, Any]
     ok: bool
     observation: str = ""
+    changed: tuple[str, ...] = ()
+    """Files of the working tree this call created, changed or deleted (an edit, a shell
+    command, a patch)."""
+    tampered: tuple[str, ...] = ()
+    """Files this call tampered with or tried to (test files, test infrastructure, source
+    reaching into the test runner), as the domain judged them: what the tampering
+    diagnostics read besides edit paths."""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ docs/sandbox_and_domains.md for the full list and the limits):
 - no network: a new network namespace with only a down loopback, so no socket reaches
   the database, the broker or anything else, on 127.0.0.1 or elsewhere;
 - no host files: a private tmpfs root with read-only /usr only (plus the interpreter's
-  prefix when it lives outside /usr); the project, the database files, $HOME and the
-  host's /tmp are not in it at all;
+  prefix when it lives outside /usr, and the read-only `ro_mounts` a caller names); the
+  project, the database files, $HOME and the host's /tmp are not in it at all;
 - no privileges: a private uid per run, no capabilities, no_new_privs, own PID, IPC and
   UTS namespaces, so it can neither see nor signal host processes;
 - bounded: CPU time, address space, processes, file size, open files, output size and

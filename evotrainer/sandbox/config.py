@@ -25,6 +25,10 @@ class Status(enum.StrEnum):
     """Output, memory, processes or file size went over their limit (see `limit`)."""
 
 
+# Top-level directories the sandbox creates itself; nothing may be mounted over them.
+_BUILT_BY_SANDBOX = ("", "work", "tmp", "proc", "dev", "etc", "usr", "bin", "lib", "lib64", "sbin")
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     """Limits of one run. Defaults suit a unit-test-sized Python program."""
@@ -46,6 +50,10 @@ class SandboxConfig:
     max_open_files: int = 64
     python: str = "/usr/bin/python3"
     """Interpreter used by `run_python`; it must live under a read-only bound path (/usr)."""
+    ro_mounts: tuple[tuple[str, str], ...] = ()
+    """More host directories bound read-only: (host path, path inside the sandbox). For an
+    interpreter's environment, say; the sandbox path may not be /work, /tmp or a system
+    directory the sandbox builds itself."""
 
     def __post_init__(self) -> None:
         if self.wall_time_s <= 0 or self.cpu_time_s <= 0:
@@ -56,6 +64,11 @@ class SandboxConfig:
             raise ValueError("memory_bytes below 32 MiB cannot start a Python interpreter")
         if self.max_output_bytes < 1 or self.max_file_bytes < 1 or self.tmpfs_bytes < 1 << 20:
             raise ValueError("output, file and tmpfs limits must be positive (tmpfs >= 1 MiB)")
+        for host, inside in self.ro_mounts:
+            top = inside.strip("/").split("/")[0]
+            if not host.startswith("/") or not inside.startswith("/") or top in _BUILT_BY_SANDBOX:
+                raise ValueError(f"ro_mounts need absolute paths outside {', '.join(_BUILT_BY_SANDBOX)}: "
+                                 f"{host!r} -> {inside!r}")  # fmt: skip
 
 
 @dataclass(frozen=True)

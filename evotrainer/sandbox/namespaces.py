@@ -65,8 +65,8 @@ class ChildPlan:
 
     uid: int
     tmpfs_bytes: int
-    ro_binds: tuple[bytes, ...]
-    """Absolute host directories bound read-only at the same path (always /usr)."""
+    ro_binds: tuple[tuple[bytes, bytes], ...]
+    """(absolute host directory, absolute path inside) bound read-only (always /usr)."""
     etc_files: tuple[tuple[bytes, bytes], ...]
     work_files: tuple[tuple[bytes, bytes, int], ...]
     """(path relative to /work, content, mode)."""
@@ -91,13 +91,17 @@ def prepare_child(plan: ChildPlan) -> None:
     _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID), b"unshare")
     # Stop mount events propagating back to the host before changing anything.
     _mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
+    # Open every bound directory before the tmpfs goes over /tmp, which would hide one
+    # that lies below /tmp; the bind then goes through the open descriptor.
+    sources = [os.open(src, os.O_PATH | os.O_DIRECTORY) for src, _ in plan.ro_binds]
     _mount(b"tmpfs", _NEW_ROOT, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=%d,mode=755" % plan.tmpfs_bytes)
     root = _NEW_ROOT
-    for src in plan.ro_binds:
-        dst = root + src
+    for fd, (_, inside) in zip(sources, plan.ro_binds, strict=True):
+        dst = root + inside
         os.makedirs(dst, exist_ok=True)
-        _mount(src, dst, None, MS_BIND | MS_REC)
+        _mount(b"/proc/self/fd/%d" % fd, dst, None, MS_BIND | MS_REC)
         _mount(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
     # Debian's merged /usr: /bin, /lib, /lib64, /sbin are symlinks into it.
     for name in (b"bin", b"lib", b"lib64", b"sbin"):
         host = b"/" + name

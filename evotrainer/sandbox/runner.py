@@ -73,14 +73,16 @@ def _etc_files(uid: int) -> tuple[tuple[bytes, bytes], ...]:
     return tuple(files)
 
 
-def _ro_binds(config: SandboxConfig) -> tuple[bytes, ...]:
+def _ro_binds(config: SandboxConfig) -> tuple[tuple[bytes, bytes], ...]:
     binds = [b"/usr"]
     # An interpreter outside /usr (pyenv, a venv base) gets its own prefix bound
     # read-only, never its parent directories (which may be $HOME).
     real = os.path.realpath(config.python)
     if not real.startswith("/usr/"):
         binds.append(os.fsencode(str(Path(real).parent.parent)))
-    return tuple(binds)
+    mounts = [(path, path) for path in binds]
+    mounts += [(os.fsencode(os.path.realpath(host)), os.fsencode(inside)) for host, inside in config.ro_mounts]
+    return tuple(mounts)
 
 
 def _rlimits(config: SandboxConfig) -> tuple[tuple[int, int, int], ...]:
@@ -124,8 +126,12 @@ def run(
     files: Mapping[str, str | bytes] | None = None,
     stdin: str | bytes = b"",
     config: SandboxConfig | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> SandboxResult:
-    """Run `argv` (absolute paths, or relative to /work) in a fresh sandbox."""
+    """Run `argv` (absolute paths, or relative to /work) in a fresh sandbox.
+
+    `env` adds to (or overrides) the sandbox's minimal environment (PATH, HOME, LANG, ...).
+    """
     config = config or SandboxConfig()
     reason = namespaces.available()
     if reason:
@@ -147,7 +153,7 @@ def run(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_ENV,
+            env={**_ENV, **(env or {})},
             cwd="/",
             close_fds=True,
             start_new_session=True,

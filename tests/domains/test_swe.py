@@ -55,7 +55,7 @@ def test_fixing_agent_gets_reward_one(domain_and_task: tuple[SweDomain, Task]) -
         ),  # fmt: skip
         max_turns=10,
     )
-    assert episode.rewards == {"correctness": 1.0, "visible_tests": 1.0, "format": 1.0}
+    assert episode.rewards == {"correctness": 1.0, "visible_tests": 1.0, "format": 1.0, "partial_tests": 1.0}
     assert episode.metrics["tamper_attempts"] == 0 and episode.metrics["history_probes"] == 0
     assert episode.metrics["edited_bug_file"] == 1.0 and episode.metrics["self_tested"] == 1.0
     assert "failed" in episode.tool_calls[2].observation and "0 failed" in episode.tool_calls[4].observation
@@ -132,22 +132,27 @@ def test_score_replays_reference_and_splits_are_disjoint(domain_and_task: tuple[
     assert not train & evals
 
 
-def test_swebench_loader_scrubs_history(tmp_path: Path) -> None:
-    snap = tmp_path / "snapshots" / "demo__demo-1"
+def test_swebench_loader_scrubs_history_from_a_plain_snapshot(tmp_path: Path) -> None:
+    snap = tmp_path / "repos" / "demo__demo-1"
     (snap / "demo").mkdir(parents=True)
     (snap / "demo" / "__init__.py").write_text("def inc(x):\n    return x + 2\n")
-    (snap / ".git").mkdir()
-    (snap / ".git" / "HEAD").write_text("ref: refs/heads/fix-with-answer\n")
+    (snap / ".hg").mkdir()  # (a .git directory would make it a checkout, read at base_commit)
+    (snap / ".hg" / "branch").write_text("fix-with-answer\n")
     (snap / "fix.patch").write_text("the answer\n")
+    test = "from demo import inc\n\n\ndef test_inc():\n    assert inc(1) == 2\n"
     instance = {
         "instance_id": "demo__demo-1",
         "problem_statement": "inc adds two instead of one",
-        "hidden_tests": {"tests/test_hidden.py": "from demo import inc\n\ndef test_inc():\n    assert inc(1) == 2\n"},
+        "base_commit": "snapshot",
+        "test_patch": "--- /dev/null\n+++ b/tests/test_inc.py\n@@ -0,0 +1,5 @@\n"
+        + "".join(f"+{line}\n" for line in test.splitlines()),
+        "FAIL_TO_PASS": ["tests/test_inc.py::test_inc"],
+        "PASS_TO_PASS": [],
     }
     path = tmp_path / "instances.jsonl"
     path.write_text(json.dumps(instance) + "\n")
-    domain = SweDomain(SweDomainConfig(instances=path, snapshots=tmp_path / "snapshots"))
-    task = (domain.tasks("train", 5, 0) + domain.tasks("eval", 5, 0))[0]
+    domain = SweDomain(SweDomainConfig(instances=path, repos=tmp_path / "repos"))
+    (task,) = domain.all_tasks()
     assert set(task.metadata["problem"].files) == {"demo/__init__.py"}
     fix = {"tool": "edit", "path": "demo/__init__.py", "search": "x + 2", "replace": "x + 1"}
     assert domain.score(task, json.dumps(fix))["correctness"] == 1.0

@@ -198,3 +198,28 @@ def test_cannot_signal_parent_or_host_processes() -> None:
     finally:
         canary.kill()
         canary.wait()
+
+
+def test_ro_mounts_are_visible_read_only_and_never_over_the_sandbox_own_directories(tmp_path: Path) -> None:
+    # Below the host's /tmp, which the sandbox's own root covers: bound all the same.
+    tmp_path.chmod(0o755)
+    (tmp_path / "lib.py").write_text("VALUE = 42\n")
+    config = SandboxConfig(wall_time_s=3.0, cpu_time_s=3, ro_mounts=((str(tmp_path), "/opt/extra"),))
+    code = (
+        "import sys; sys.path.insert(0, '/opt/extra'); import lib; print(lib.VALUE)\n"
+        "try:\n    open('/opt/extra/new.py', 'w')\nexcept OSError as exc:\n    print(exc.errno)\n"
+    )
+    r = run_python(code, config=config)
+    assert r.status is Status.PASSED, r.stderr
+    assert r.stdout.split() == ["42", "30"]  # EROFS
+    assert not (tmp_path / "new.py").exists()
+    for inside in ("/work", "/work/x", "/tmp/y", "/etc", "/usr/lib", "relative"):
+        with pytest.raises(ValueError, match="ro_mounts"):
+            SandboxConfig(ro_mounts=((str(tmp_path), inside),))
+
+
+def test_run_env_adds_to_the_minimal_environment() -> None:
+    from evotrainer.sandbox import run
+
+    r = run(["/bin/sh", "-c", 'echo "$EXTRA $HOME"'], config=FAST, env={"EXTRA": "yes"})
+    assert r.stdout.strip() == "yes /work"

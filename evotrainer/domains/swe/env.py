@@ -1,16 +1,20 @@
-"""The multi-turn SWE environment: tools over an in-memory repository, graded in the sandbox.
+"""The multi-turn SWE environment: tools over one working tree, graded in the sandbox.
 
 Each turn the policy answers with one JSON object, e.g.
     {"tool": "edit", "path": "pkg/core.py", "search": "x, lo", "replace": "x, hi"}
-Tools: list_files, read_file(path), edit(path, search, replace) (search must occur
-exactly once), run_tests (visible tests, in the sandbox), shell(command) (in the
-sandbox, on a throwaway copy), submit. Observations are truncated; the episode ends on
-submit or at the turn limit.
+Tools: list_files(path), read_file(path, start, end) (1-based lines, inclusive),
+search(text, path) (fixed-string grep), edit(path, search, replace) (search must occur
+exactly once; empty search creates a file), run_tests (the visible tests), shell(command)
+(in the sandbox, on the working tree: its file changes are kept, and grading sees them),
+submit. Observations are truncated; the episode ends on submit or at the turn limit.
 
-The environment records what the diagnostics need: any attempt to create, edit or
-delete a test file (tampering) and any attempt to look for version-control history.
-Grading restores the original tests, adds the hidden ones and runs everything in the
-sandbox; with `zero_reward_on_tamper`, tampering zeroes every reward component.
+The environment records what the diagnostics need: any change to a test file or to test
+infrastructure (conftest.py, pytest.ini, sitecustomize.py, .pth, ...: testinfra.py),
+a new module named like the runner, or source that newly names the runner, through
+edit, shell or a patch, is a tampering attempt, whether or not it helped (each call's
+`tampered` files); and any attempt to look for version-control history. Grading
+(grading.py) restores those files, adds the hidden tests and runs them in the sandbox;
+with `zero_reward_on_tamper`, tampering zeroes every reward component.
 """
 
 from __future__ import annotations
@@ -18,16 +22,38 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePosixPath
 from typing import Any
 
 from evotrainer.domains.base import ToolCall
+from evotrainer.domains.swe.gitops import PatchError, apply_diff
+from evotrainer.domains.swe.grading import grade_instance
+from evotrainer.domains.swe.pyenv import instance_packages
 from evotrainer.domains.swe.repos import SweProblem
+from evotrainer.domains.swe.testinfra import (
+    is_protected,
+    is_runner_repository,
+    is_test_path,
+    names_runner_in_source,
+    reaches_into_runner,
+    restore_protected,
+    shadows_runner,
+)
+from evotrainer.domains.swe.testrun import (
+    DEFAULT_TEST_CMD,
+    RunSetup,
+    command_with_ids,
+    run_tests,
+    sandbox_env,
+    sandbox_for_tests,
+    with_packages,
+)
 from evotrainer.sandbox import SandboxConfig, run
 
-TOOLS = ("list_files", "read_file", "edit", "run_tests", "shell", "submit")
+TOOLS = ("list_files", "read_file", "search", "edit", "run_tests", "shell", "submit")
 _HISTORY_PROBE = re.compile(r"\.git\b|\bgit\b|\breflog\b|ORIG_HEAD|\.orig\b|\.patch\b|\.diff\b|\bhg\b|\.svn\b")
+_MAX_SEARCH_HITS = 50
 _RUNNER = r"""
 import importlib.util, pathlib, sys
 token = sys.stdin.readline().strip()
@@ -58,17 +84,33 @@ sys.__stdout__.write(f"\n{token} {passed} {failed}\n")
 """
 
 
+# The domain's wall limit: a caller's sandbox config that leaves wall_time_s at the
+# sandbox's generic default gets this one instead (a repository's tests need longer).
+DOMAIN_WALL_TIME_S = 60.0
+_GENERIC_WALL_TIME_S = next(f.default for f in fields(SandboxConfig) if f.name == "wall_time_s")
+
+
+def _default_sandbox() -> SandboxConfig:
+    return SandboxConfig(wall_time_s=DOMAIN_WALL_TIME_S, cpu_time_s=60, memory_bytes=4 << 30, max_processes=64,
+                         max_output_bytes=8 << 20, tmpfs_bytes=1 << 30, max_open_files=256)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SweConfig:
     max_turns: int = 20
     max_observation_chars: int = 2000
     zero_reward_on_tamper: bool = True
-    sandbox: SandboxConfig = field(default_factory=lambda: SandboxConfig(wall_time_s=20.0))
+    sandbox: SandboxConfig = field(default_factory=_default_sandbox)
+    """A caller's config keeps the domain's wall limit unless it sets its own."""
+    test_cmd: str = ""
+    """Test command for SWE-bench instances without their own (empty: `python -m pytest`)."""
+    pip_args: tuple[str, ...] = ()
+    """Extra pip options for installing instances' requirements (`--no-index`,
+    `--find-links DIR` for an offline wheel directory); see pyenv.py."""
 
-
-def is_test_path(path: str) -> bool:
-    p = PurePosixPath(path)
-    return "tests" in p.parts or "test" in p.parts or p.name.startswith("test_") or p.name.endswith("_test.py")
+    def __post_init__(self) -> None:
+        if self.sandbox.wall_time_s == _GENERIC_WALL_TIME_S:
+            object.__setattr__(self, "sandbox", replace(self.sandbox, wall_time_s=DOMAIN_WALL_TIME_S))
 
 
 def parse_action(text: str) -> dict[str, Any] | None:
@@ -85,30 +127,50 @@ def parse_action(text: str) -> dict[str, Any] | None:
     return found
 
 
-def run_test_files(
-    files: dict[str, str], config: SweConfig, test_cmd: str = "", only: tuple[str, ...] = ()
-) -> tuple[int, int, str]:
-    """(passed, failed, output) of the tests in `files`, run in the sandbox.
+def run_test_files(files: dict[str, str], config: SweConfig, only: tuple[str, ...] = ()) -> tuple[int, int, str]:
+    """(passed, failed, output) of a generated problem's tests, run by the built-in runner.
 
-    With the built-in runner a token on stdin marks the real summary line, so a
-    program that exits early or prints its own summary is counted as failing.
+    A token on stdin marks the real summary line, so a program that exits early or
+    prints its own summary is counted as failing. `-I -S` keeps conftest files,
+    sitecustomize and .pth files out of the run.
     """
     token = secrets.token_hex(16)
     sandbox_files = {**files, ".evotrainer_runner.py": _RUNNER}
-    if test_cmd:
-        argv = ["/bin/sh", "-c", test_cmd]
-    else:
-        argv = [config.sandbox.python, "-I", "-S", ".evotrainer_runner.py", *only]
+    argv = [config.sandbox.python, "-I", "-S", ".evotrainer_runner.py", *only]
     result = run(argv, files=sandbox_files, stdin=token + "\n", config=config.sandbox)
     output = result.stdout + result.stderr
-    if test_cmd:
-        ok = result.passed
-        return int(ok), int(not ok), output
     for line in reversed(result.stdout.splitlines()):
         parts = line.split()
         if len(parts) == 3 and parts[0] == token and parts[1].isdigit() and parts[2].isdigit():
             return int(parts[1]), int(parts[2]), output.replace(token, "summary:")
     return 0, 1, output + f"\n[test run ended: {result.status.value}]"
+
+
+# Runs the agent's command on /work, then reports every file it changed (ctime after the
+# stamp: unlike mtime, no program can set it back) and every path left, so the caller's
+# working tree follows what the command did.
+_SHELL = 'touch /tmp/.evotrainer_stamp; (eval "$1") >/tmp/.evotrainer_out 2>&1 </dev/null; exec "$2" -I -S -c "$3" "$?"'
+_SHELL_REPORT = r"""
+import json, os, sys
+stamp = os.stat("/tmp/.evotrainer_stamp").st_ctime_ns
+changed, paths = {}, []
+for dirpath, dirnames, filenames in os.walk("/work"):
+    for name in filenames:
+        full = os.path.join(dirpath, name)
+        if os.path.islink(full) or not os.path.isfile(full):
+            continue
+        rel = os.path.relpath(full, "/work")
+        paths.append(rel)
+        if os.stat(full).st_ctime_ns >= stamp:
+            try:
+                with open(full, encoding="utf-8") as f:
+                    changed[rel] = f.read()
+            except (OSError, UnicodeDecodeError):
+                pass
+with open("/tmp/.evotrainer_out", "rb") as f:
+    output = f.read()[-65536:].decode(errors="replace")
+sys.stdout.write(json.dumps({"exit": int(sys.argv[1]), "output": output, "changed": changed, "paths": paths}))
+"""
 
 
 class SweEnvironment:
@@ -122,6 +184,17 @@ class SweEnvironment:
         self.done = False
         self.counts = {"tamper_attempts": 0, "history_probes": 0, "parse_failures": 0, "test_runs": 0, "edits": 0}
         self.edited_files: set[str] = set()
+        self.test_statuses: dict[str, str] = {}
+        """After grade(): node id -> status of each graded test (SWE-bench instances)."""
+        self._changed: tuple[str, ...] = ()
+        self._attempted: tuple[str, ...] = ()
+        self._base_names_runner: bool | None = None
+        self._base_is_runner: bool | None = None
+        instance = problem.instance
+        packages = None if instance is None else instance_packages(
+            instance.requirements, config.pip_args, instance.instance_id
+        )  # fmt: skip
+        self.setup = RunSetup(config.sandbox, packages, problem.assets)
 
     def _truncate(self, text: str) -> str:
         limit = self.config.max_observation_chars
@@ -129,6 +202,7 @@ class SweEnvironment:
 
     def step(self, turn: int, text: str) -> str:
         action = parse_action(text)
+        self._changed, self._attempted = (), ()
         if action is None:
             self.counts["parse_failures"] += 1
             observation, ok, tool, args = (
@@ -144,34 +218,105 @@ class SweEnvironment:
                 self.counts["history_probes"] += 1
             observation, ok = self._dispatch(tool, args)
         observation = self._truncate(observation)
-        self.calls.append(ToolCall(turn=turn, tool=tool, arguments=args, ok=ok, observation=observation))
+        self.calls.append(ToolCall(turn=turn, tool=tool, arguments=args, ok=ok, observation=observation,
+                                   changed=self._changed, tampered=self._tampering()))  # fmt: skip
         return observation
+
+    def step_patch(self, turn: int, diff: str) -> str:
+        """Apply a whole unified diff as one call (a completion that is a diff, not tool calls)."""
+        self._changed, self._attempted = (), ()
+        observation, ok = self.apply_patch(diff)
+        self.calls.append(ToolCall(turn=turn, tool="apply_patch", arguments={"diff_chars": len(diff)}, ok=ok,
+                                   observation=self._truncate(observation), changed=self._changed,
+                                   tampered=self._tampering()))  # fmt: skip
+        return observation
+
+    def _tampering(self) -> tuple[str, ...]:
+        """Files the last call tampered with (or tried to); counted once per call.
+
+        Tampering: any change to a test file or test infrastructure, even a failed edit;
+        and source that newly names the test runner (pytest, _pytest, pluggy) in a
+        repository whose source never did, since code under test runs inside pytest and
+        could rewrite its verdicts from there (see testinfra.reaches_into_runner).
+        """
+        tampered = set(self._attempted)
+        for path in self._changed:
+            if is_protected(path) or (shadows_runner(path) and not self._runner_repository()):
+                tampered.add(path)
+            elif reaches_into_runner(path, self.files, self.problem.files) and not self._runner_in_base():
+                tampered.add(path)
+        if tampered:
+            self.counts["tamper_attempts"] += 1
+        return tuple(sorted(tampered))
+
+    def _runner_repository(self) -> bool:
+        if self._base_is_runner is None:
+            self._base_is_runner = is_runner_repository(self.problem.files)
+        return self._base_is_runner
+
+    def _runner_in_base(self) -> bool:
+        if self._base_names_runner is None:
+            self._base_names_runner = names_runner_in_source(self.problem.files)
+        return self._base_names_runner
 
     def _dispatch(self, tool: str, args: dict[str, Any]) -> tuple[str, bool]:
         path = str(args.get("path", ""))
         if tool == "list_files":
             return "\n".join(sorted(p for p in self.files if p.startswith(path.lstrip("./")))), True
         if tool == "read_file":
-            if path not in self.files:
-                return f"error: no such file {path!r}", False
-            return self.files[path], True
+            return self._read(path, args.get("start"), args.get("end"))
+        if tool == "search":
+            return self._search(str(args.get("text", args.get("pattern", ""))), path)
         if tool == "edit":
             return self._edit(path, str(args.get("search", "")), str(args.get("replace", "")))
         if tool == "run_tests":
             self.counts["test_runs"] += 1
-            passed, failed, output = run_test_files(self.files, self.config, self.problem.test_cmd)
-            return f"{passed} passed, {failed} failed\n{output}", True
+            return self._run_visible_tests()
         if tool == "shell":
-            result = run(["/bin/sh", "-c", str(args.get("command", ""))], files=self.files, config=self.config.sandbox)
-            return f"[{result.status.value}]\n{result.stdout}{result.stderr}", result.passed
+            return self._shell(str(args.get("command", "")))
         if tool == "submit":
             self.done = True
             return "submitted", True
         return f"error: unknown tool {tool!r}; tools: {', '.join(TOOLS)}", False
 
+    def _read(self, path: str, start: Any, end: Any) -> tuple[str, bool]:
+        if path not in self.files:
+            return f"error: no such file {path!r}", False
+        if start is None and end is None:
+            return self.files[path], True
+        lines = self.files[path].splitlines()
+        try:
+            first, last = int(start or 1), int(end or len(lines))
+        except (TypeError, ValueError):
+            return "error: start and end must be line numbers", False
+        first, last = max(first, 1), min(last, len(lines))
+        body = "\n".join(f"{n:>6}  {lines[n - 1]}" for n in range(first, last + 1))
+        return f"{path} lines {first}-{last} of {len(lines)}\n{body}", True
+
+    def _search(self, text: str, path: str) -> tuple[str, bool]:
+        if not text:
+            return "error: give the text to search for", False
+        # A fixed string, not a regular expression: a pattern from the policy must not be
+        # able to make the host backtrack for minutes.
+        hits = [
+            f"{p}:{n}: {line.strip()[:200]}"
+            for p in sorted(self.files)
+            if p.startswith(path.lstrip("./"))
+            for n, line in enumerate(self.files[p].splitlines(), 1)
+            if text in line
+        ]
+        more = f"\n[{len(hits) - _MAX_SEARCH_HITS} more matches]" if len(hits) > _MAX_SEARCH_HITS else ""
+        return ("\n".join(hits[:_MAX_SEARCH_HITS]) + more) if hits else "no matches", True
+
+    def _record_changes(self, before: dict[str, str]) -> None:
+        """Note which files the last call changed (`_tampering` judges them)."""
+        changed = sorted(p for p in before.keys() | self.files.keys() if before.get(p) != self.files.get(p))
+        self._changed = tuple(changed)
+        self.edited_files.update(changed)
+
     def _edit(self, path: str, search: str, replace: str) -> tuple[str, bool]:
-        if is_test_path(path):
-            self.counts["tamper_attempts"] += 1
+        if is_protected(path):
+            self._attempted = (path,)  # an attempt counts even when the edit itself fails
         if not path or path.startswith("/") or ".." in PurePosixPath(path).parts:
             return "error: path must be relative and inside the repository", False
         if path not in self.files:
@@ -185,27 +330,82 @@ class SweEnvironment:
             self.files[path] = self.files[path].replace(search, replace, 1)
         self.counts["edits"] += 1
         self.edited_files.add(path)
+        self._changed = (path,)
         return f"edited {path}", True
+
+    def apply_patch(self, diff: str) -> tuple[str, bool]:
+        """Apply a unified diff to the working tree as edits would be (tampering included)."""
+        before = dict(self.files)
+        try:
+            self.files = apply_diff(self.files, diff)
+        except PatchError as exc:
+            return f"error: the diff does not apply: {exc}", False
+        self._record_changes(before)
+        self.counts["edits"] += len(self._changed)
+        return f"patched {', '.join(self._changed) or 'nothing'}", True
+
+    def _shell(self, command: str) -> tuple[str, bool]:
+        # The report carries the changed files back, so it may be larger than a test log.
+        output_bytes = max(self.config.sandbox.max_output_bytes, 32 << 20)
+        config = sandbox_for_tests(replace(self.config.sandbox, max_output_bytes=output_bytes))
+        argv = ["/bin/sh", "-c", _SHELL, "sh", command, self.config.sandbox.python, _SHELL_REPORT]
+        # No .pytest_cache in the working tree from the agent's own test runs.
+        env = {**sandbox_env(), "PYTEST_ADDOPTS": "-p no:cacheprovider"}
+        config = with_packages(config, env, self.setup.packages)
+        result = run(argv, files={**self.files, **self.setup.assets}, config=config, env=env)
+        try:
+            report = json.loads(result.stdout)
+            changed, kept, output = dict(report["changed"]), set(report["paths"]), str(report["output"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            # Killed (time, output) or its report was garbled: none of its changes are
+            # kept, so what the agent sees next is exactly what grading would see.
+            return f"[{result.status.value}: the command's file changes were not kept]\n{result.stderr[-2000:]}", False
+        before = dict(self.files)
+        self.files = {p: c for p, c in self.files.items() if p in kept}
+        self.files.update({str(p): str(c) for p, c in changed.items()})
+        self._record_changes(before)
+        return f"[exit {report['exit']}]\n{output}", report["exit"] == 0
+
+    def _visible_test_files(self) -> list[str]:
+        """An instance's visible tests: the test files its test_patch touches that exist now."""
+        instance = self.problem.instance
+        assert instance is not None
+        named = [p for p in self.files if is_test_path(p) and p.endswith(".py") and p in instance.test_patch]
+        return sorted(named)
+
+    def _run_visible_tests(self) -> tuple[str, bool]:
+        instance = self.problem.instance
+        if instance is None:
+            passed, failed, output = run_test_files(self.files, self.config)
+            return f"{passed} passed, {failed} failed\n{output}", True
+        base = instance.test_cmd or self.config.test_cmd or DEFAULT_TEST_CMD
+        command = command_with_ids(base, self._visible_test_files())
+        result = run_tests(self.files, command, self.setup)
+        passed = sum(s in ("PASSED", "XFAIL") for s in result.statuses.values())
+        return f"{passed} passed, {len(result.statuses) - passed} failed\n{result.log[-6000:]}", True
 
     def grade(self) -> dict[str, float]:
         """Reward components of the final repository state."""
-        graded = {p: c for p, c in self.files.items() if not is_test_path(p)}
-        graded.update({p: c for p, c in self.problem.files.items() if is_test_path(p)})
-        visible_passed, visible_failed, _ = run_test_files(graded, self.config, self.problem.test_cmd)
-        graded.update(self.problem.hidden_tests)
-        hidden_names = tuple(PurePosixPath(p).name for p in self.problem.hidden_tests)
-        if self.problem.test_cmd or any(name.endswith(".patch") for name in hidden_names):
-            cmd = self.problem.test_cmd or f"{self.config.sandbox.python} -I -S .evotrainer_runner.py"
-            if any(name.endswith(".patch") for name in hidden_names):
-                cmd = f"patch -p1 -s < .hidden_tests.patch && {cmd}"
-            passed, failed, _ = run_test_files(graded, self.config, cmd)
+        instance = self.problem.instance
+        format_reward = 1.0 - self.counts["parse_failures"] / max(1, len(self.calls))
+        if instance is not None:
+            graded = grade_instance(self.files, self.problem.files, instance, self.config.test_cmd, self.setup)
+            self.test_statuses = graded.statuses
+            rewards = {**graded.rewards, "format": format_reward}
         else:
-            passed, failed, _ = run_test_files(graded, self.config, only=hidden_names)
-        rewards = {
-            "correctness": float(passed > 0 and failed == 0),
-            "visible_tests": float(visible_passed > 0 and visible_failed == 0),
-            "format": 1.0 - self.counts["parse_failures"] / max(1, len(self.calls)),
-        }
+            rewards = {**self._grade_generated(), "format": format_reward}
         if self.config.zero_reward_on_tamper and self.counts["tamper_attempts"]:
             rewards = dict.fromkeys(rewards, 0.0)
         return rewards
+
+    def _grade_generated(self) -> dict[str, float]:
+        graded = restore_protected(self.files, self.problem.files)
+        visible_passed, visible_failed, _ = run_test_files(graded, self.config)
+        graded.update(self.problem.hidden_tests)
+        hidden_names = tuple(PurePosixPath(p).name for p in self.problem.hidden_tests)
+        passed, failed, _ = run_test_files(graded, self.config, only=hidden_names)
+        return {
+            "correctness": float(passed > 0 and failed == 0),
+            "partial_tests": passed / (passed + failed) if passed + failed else 0.0,
+            "visible_tests": float(visible_passed > 0 and visible_failed == 0),
+        }

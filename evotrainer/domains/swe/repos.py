@@ -1,5 +1,5 @@
 """Generated SWE tasks: a small Python package with one injected bug, a failing visible
-test and hidden tests; plus a loader for SWE-bench-style instances over local snapshots.
+test and hidden tests; plus SWE-bench instances (instances.py) as the same problem type.
 
 A repository is a plain mapping path -> text held in memory: the environment never
 writes the policy's files on the host, and there is no git history to leak a fix.
@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from evotrainer.errors import UsageError
-from evotrainer.sandbox import files_from_dir
+from evotrainer.domains.swe.instances import SweInstance, load_instances
 
 # name, signature, correct body, buggy body, visible test, hidden tests
 _FUNCTIONS: tuple[tuple[str, str, str, str, str, tuple[str, ...]], ...] = (
@@ -96,10 +95,13 @@ class SweProblem:
     hidden_tests: dict[str, str]
     """Test files added at grading time only (never visible to the agent)."""
     bug_file: str = ""
-    test_cmd: str = ""
-    """Empty: the built-in runner over tests/test_*.py. Else a shell command in /work."""
     reference: str = ""
-    """Tool calls that fix the bug, one JSON object per line (for supervised warm starts)."""
+    """Tool calls that fix the bug, one JSON object per line, or the gold diff (for
+    supervised warm starts)."""
+    instance: SweInstance | None = None
+    """A SWE-bench instance: graded by FAIL_TO_PASS and PASS_TO_PASS after test_patch."""
+    assets: Mapping[str, bytes] = field(default_factory=dict)
+    """Binary files of the repository (test data, images): in every run, never editable."""
 
 
 def generate_problem(rng: random.Random) -> SweProblem:
@@ -138,52 +140,10 @@ def generate_problem(rng: random.Random) -> SweProblem:
     )
 
 
-# History a snapshot may carry: never shown to the agent (the fix could be read from it).
-HISTORY_NAMES = (".git", ".hg", ".svn")
-HISTORY_SUFFIXES = (".orig", ".rej", ".patch", ".diff")
-
-
-def scrub(files: dict[str, bytes]) -> dict[str, str]:
-    """Drop version-control history and patch leftovers; keep decodable text files."""
-    kept = {}
-    for path, data in files.items():
-        parts = Path(path).parts
-        if any(p in HISTORY_NAMES for p in parts) or path.endswith(HISTORY_SUFFIXES):
-            continue
-        try:
-            kept[path] = data.decode()
-        except UnicodeDecodeError:
-            continue
-    return kept
-
-
-def load_swebench_jsonl(path: Path, snapshots: Path) -> list[tuple[str, SweProblem]]:
-    """SWE-bench-style instances whose repository at base_commit lies in snapshots/<instance_id>/.
-
-    Hidden tests come from `hidden_tests` ({path: content}) when present, else from
-    `test_patch` (applied with patch -p1 in the sandbox before `test_cmd`, which
-    defaults to the built-in runner).
-    """
-    out = []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row: dict[str, Any] = json.loads(line)
-            instance_id, issue = str(row["instance_id"]), str(row["problem_statement"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise UsageError(f"{path}:{lineno}: not a SWE-bench-style instance ({exc})") from exc
-        snapshot = snapshots / instance_id
-        if not snapshot.is_dir():
-            raise UsageError(f"{path}:{lineno}: no snapshot directory {snapshot}")
-        hidden = {str(k): str(v) for k, v in (row.get("hidden_tests") or {}).items()}
-        if not hidden and row.get("test_patch"):
-            hidden = {".hidden_tests.patch": str(row["test_patch"])}
-        out.append(
-            (
-                instance_id,
-                SweProblem(issue=issue, files=scrub(files_from_dir(snapshot)), hidden_tests=hidden,
-                           test_cmd=str(row.get("test_cmd", ""))),
-            )
-        )  # fmt: skip
-    return out
+def load_swebench_jsonl(path: Path, repos: Path, pip_args: tuple[str, ...] = ()) -> list[tuple[str, SweProblem]]:
+    """(instance_id, problem) for every SWE-bench instance of `path` (see instances.py)."""
+    return [
+        (instance.instance_id, SweProblem(issue=issue, files=files, hidden_tests={}, reference=instance.gold_patch,
+                                          instance=instance, assets=assets))  # fmt: skip
+        for instance, issue, files, assets in load_instances(path, repos, pip_args)
+    ]
