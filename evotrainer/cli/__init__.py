@@ -1,8 +1,14 @@
 """The `evotrainer` command line: the edge where library errors become one clear line.
 
-Every command group lives in its own module; this one mounts them and runs the app with
-click's standalone mode off, so that usage errors and EvotrainerError alike end as one
-line on stderr and a non-zero exit code, never a traceback.
+Every command group lives in its own module, and a module is imported only when one of
+its commands runs (evotrainer/cli/lazy.py): `evotrainer sql` loads the lineage commands
+and the store, not the training, fleet or evolve code, nor the event models. COMMANDS
+says where each command lives and what `evotrainer --help` says of it, so the help lists
+every command without importing any (a test checks the two agree). Help is plain text:
+Rich's formatting cost more to import than the rest of a command's start.
+
+The app runs with click's standalone mode off, so that usage errors and EvotrainerError
+alike end as one line on stderr and a non-zero exit code, never a traceback.
 """
 
 from __future__ import annotations
@@ -11,46 +17,80 @@ import sys
 
 import typer
 
-from evotrainer.cli import audit, db, domains, events, evolve, experiment, fleet, harness, lineage, schemas, train
+from evotrainer.cli.lazy import CommandSpec, LazyGroup
 from evotrainer.errors import EvotrainerError
 
-app = typer.Typer(
-    name="evotrainer",
-    help="Event-sourced experiment database and worker fleet for autonomous RL training.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+HELP = "Event-sourced experiment database and worker fleet for autonomous RL training."
+
+
+def _spec(where: str, summary: str) -> CommandSpec:
+    module, _, attribute = where.partition(":")
+    return CommandSpec(f"evotrainer.cli.{module}", attribute, summary)
+
+
+# In the order `evotrainer --help` lists them: commands, then command groups.
+COMMANDS: dict[str, CommandSpec] = {
+    "audit": _spec("audit:audit_command", "Verify hash chains and every signed anchor (`evotrainer anchor`)."),
+    "anchor": _spec("audit:anchor_command", "Sign every branch head with this machine's anchor key"
+                    " (EVOTRAINER_HOME/anchor-key.pem, or EVOTRAINER_ANCHOR_KEY; created on first use) and store"
+                    " the anchors, after checking that the record audits intact."),
+    "fork": _spec("experiment:fork_command", "Start NEW_BRANCH sharing the first SEQ events of SOURCE; prints its"
+                  " BranchForked event (with --intervention, a JSON array: BranchForked, then the HarnessVersioned"
+                  " it runs under)."),
+    "train": _spec("train:train_command", "Request a GRPO run of the branch's policy under the branch's harness"
+                   " (a `train` task) and, without a broker, run it here."),
+    "evaluate": _spec("train:evaluate_command", "Request Avg@k on the held-out split (an `evaluate` task) and,"
+                      " without a broker, run it here: under the branch harness's evaluation protocol unless"
+                      " options override it."),
+    "sql": _spec("lineage:sql_command", "Query the lineage in SQL, read-only (views: lineage_edges, branch_heads,"
+                 " promotion_audit, ...)."),
+    "log": _spec("lineage:log_command", "The effective history of a branch (inherited prefix included), one line"
+                 " per event."),
+    "lineage": _spec("lineage:lineage_command", "The branch tree: each branch's fork point, status (incumbent: the"
+                     " best so far; start, promoted, rejected, running: not decided yet), head and scores."),
+    "replay": _spec("lineage:replay_command", "Re-execute the branch's recorded train, evaluate, diagnose and"
+                    " backtest tasks and compare their outputs hash for hash (or, with --projections, rebuild the"
+                    " projections); exit 0 identical, 1 at the first difference."),
+    "diagnose": _spec("harness:diagnose_command", "Three-layer diagnosis of a branch's latest rollout evidence under"
+                      " its harness."),
+    "propose": _spec("harness:propose_command", "Propose a single-factor intervention on the branch's harness"
+                     " (InterventionProposed)."),
+    "backtest": _spec("harness:backtest_command", "Replay an intervention on stored evidence and judge it against"
+                      " its criterion."),
+    "promote": _spec("evolve:promote_command", "Promote a branch if it beats the best so far by the gate's margin"
+                     " with no blocking diagnostic."),
+    "run": _spec("evolve:run_command", "Run the evolve loop on an experiment, or resume it from its log: train,"
+                 " diagnose, propose, backtest, fork, evaluate and promote until the budget or the ideas run out."),
+    "compare": _spec("evolve:compare_command", "Run the loop and the fixed recipe (the starting harness, never"
+                     " changed) at equal GRPO steps for each seed, score both final policies on the held-out test"
+                     " half, and record the gain with its bootstrap interval (resumable: run it again after a kill)."),
+    "status": _spec("evolve:status_command", "The experiment's GRPO step budget (spent, left), each branch's steps,"
+                    " verdict and selection score, the best so far, and the tasks running now."),
+    "worker": _spec("fleet:worker_command", "Run a worker: consume the fleet's queues and run the tasks (in-process"
+                    " without a broker)."),
+    "dispatcher": _spec("fleet:dispatcher_command", "Hand requested tasks to the broker and requeue tasks whose"
+                        " worker vanished."),
+    "tasks": _spec("fleet:tasks_command", "List requested, queued, running, completed and failed tasks with their"
+                   " worker and attempts."),
+    "db": _spec("db:app", "The event store's database: URL, schema revision, upgrades."),
+    "experiment": _spec("experiment:app", "Experiments: each starts as EXPERIMENT/main."),
+    "events": _spec("events:app", "Append events to a branch and list them."),
+    "schemas": _spec("schemas:app", "JSON Schemas of the event catalogue."),
+    "harness": _spec("harness:app", "Show, compare and record harness versions."),
+    "domains": _spec("domains:app", "Task domains (math, code, swe): list them, show sample tasks, score completions."),
+}
+
+
+def root_command() -> LazyGroup:
+    return LazyGroup(COMMANDS, name="evotrainer", help=HELP, no_args_is_help=True, rich_markup_mode=None)
+
+
 # Typer may vendor its own click; take its exception classes from Typer itself.
 ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
-app.add_typer(db.app, name="db")
-app.add_typer(experiment.app, name="experiment")
-app.add_typer(events.app, name="events")
-app.add_typer(schemas.app, name="schemas")
-app.add_typer(harness.app, name="harness")
-app.command("audit")(audit.audit_command)
-app.command("anchor")(audit.anchor_command)
-app.command("fork")(experiment.fork_command)
-app.command("train")(train.train_command)
-app.command("evaluate")(train.evaluate_command)
-app.command("sql")(lineage.sql_command)
-app.command("log")(lineage.log_command)
-app.command("lineage")(lineage.lineage_command)
-app.command("replay")(lineage.replay_command)
-app.command("diagnose")(harness.diagnose_command)
-app.command("propose")(harness.propose_command)
-app.command("backtest")(harness.backtest_command)
-app.command("promote")(evolve.promote_command)
-app.command("run")(evolve.run_command)
-app.command("compare")(evolve.compare_command)
-app.command("status")(evolve.status_command)
-app.add_typer(domains.app, name="domains")
-fleet.mount(app)
-
 
 def main(argv: list[str] | None = None) -> int:
-    command = typer.main.get_command(app)
+    command = root_command()
     try:
         # Without standalone mode, click returns the code of a `typer.Exit` instead of raising.
         code = command.main(args=argv, prog_name="evotrainer", standalone_mode=False)

@@ -23,7 +23,7 @@ def audit_command(
     promotions: bool = typer.Option(
         False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage)."
     ),
-    trust: list[Path] = typer.Option(
+    trust: Path = typer.Option(
         None, "--trust", help="A file of public keys (hex, one a line) whose signed anchors to accept, besides "
         "this machine's own key (`evotrainer anchor --public-key` prints it)."
     ),
@@ -35,7 +35,7 @@ def audit_command(
 
     branch = BranchRef.parse(ref, allow_seq=False) if ref else None
     anchored = _read_anchors(anchors) if anchors else None
-    trusted = trusted_keys(trust)
+    trusted = trusted_keys([trust] if trust else None)
     with EventStore.connect() as store:
         report = audit(store, branch)
         if anchored is not None:

@@ -2,7 +2,6 @@
 
 With EVOTRAINER_BROKER_URL set, the dispatcher hands requests to the broker and workers
 consume them; without it, both run requested tasks in-process with the same task code.
-Mounted on the root app by `mount(app)`.
 """
 
 from __future__ import annotations
@@ -159,10 +158,3 @@ def _short(text: str | None, width: int = 50) -> str:
         return ""
     line = text.splitlines()[0]
     return line if len(line) <= width else line[: width - 3] + "..."
-
-
-def mount(app: typer.Typer) -> None:
-    """Add the fleet's commands to the root `evotrainer` app."""
-    app.command("worker")(worker_command)
-    app.command("dispatcher")(dispatcher_command)
-    app.command("tasks")(tasks_command)

@@ -11,16 +11,15 @@ import dataclasses
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
 
 from evotrainer.errors import ConcurrencyError, UsageError
-from evotrainer.events import latest_version
-from evotrainer.events.schemas import validate
 from evotrainer.store.encoding import encode_payload
 from evotrainer.store.records import NewEvent, StoredEvent, row_to_event
 
@@ -53,8 +52,20 @@ class Batch:
         return done
 
 
+@cache
+def _catalogue() -> tuple[Callable[[str], int], Callable[[str, int, Any], None]]:
+    """The event catalogue's latest versions and validators. Its models and compiled
+    schemas take longer to import than a reading command takes to run, so they are
+    imported by the first append, not with the store."""
+    from evotrainer.events import latest_version
+    from evotrainer.events.schemas import validate
+
+    return latest_version, validate
+
+
 def prepare(new: NewEvent) -> Prepared:
     """Validate against the type's JSON Schema and fix the canonical bytes to be hashed."""
+    latest_version, validate = _catalogue()
     version = latest_version(new.type)
     validate(new.type, version, new.payload)  # also fills in the schema's defaults
     payload, payload_json = encode_payload(new.type, new.payload)

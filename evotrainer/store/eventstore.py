@@ -442,10 +442,11 @@ class EventStore:
                     # Writers queue on the branch's lock and read the head under it, so
                     # only a writer that bypasses the store gets here.
                     raise BypassingWriterError(str(ref.branch_ref), exc.diag.constraint_name or "?") from None
-                # The head cached from our last append was stale, or a writer that bypasses
-                # the store took the seq (or the key). With an expected seq that is the
-                # caller's conflict to resolve; without one, re-read and retry (a retry
-                # also finds a key the winner wrote, making this a no-op).
+                # A key of the batch was taken (it was not looked up first, see
+                # _append_in_transaction), the head cached from our last append was stale,
+                # or a writer that bypasses the store took the seq. The retry reads the
+                # head and the keys under the lock: taken keys bring back their originals.
+                # A seq taken with an expected seq is the caller's conflict to resolve.
                 if expected_seq is not None and not _is_key_conflict(exc):
                     actual, _ = self.head(ref.branch_ref)
                     if actual != expected_seq:
@@ -481,6 +482,7 @@ class EventStore:
             cached = None
         existing: dict[str, StoredEvent] = {}
         head: tuple[int, str] | None = cached
+        found: list[tuple[Any, ...]] = []
         if cached is None:
             rows = self.conn.execute(sql.LOCK_HEAD_AND_KEYS, {"branch": info.branch_id, "keys": keys}).fetchall()
             if not rows:
@@ -488,8 +490,10 @@ class EventStore:
             if rows[0][0] is not None:
                 head = (rows[0][0], rows[0][1])
             found = [row[2:] for row in rows if row[2] is not None] if keys else []
-        else:
-            found = self.conn.execute(sql.EXISTING_KEYS, (info.branch_id, keys)).fetchall() if keys else []
+        # With a trusted head the keys are not looked up first: waiting for that answer
+        # would hold the INSERTs back a round trip, and nearly every key is new. The key's
+        # unique index checks each row as it goes in; a taken key fails the transaction
+        # (UniqueViolation), and the retry reads the head and the keys under the lock.
         for row in found:
             event = row_to_event(row)
             existing[event.idempotency_key] = event  # type: ignore[index]

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from evotrainer.events import Event, model_for, upcast
 from evotrainer.refs import BranchRef
+
+if TYPE_CHECKING:
+    from evotrainer.events import Event
+
+NEWER_VERSIONS: dict[str, int] = {"TaskRequested": 2}
+"""The latest payload version of each built-in event type that has more than one, known
+without importing the event catalogue (its pydantic models take longer to import than
+`evotrainer log` takes to run). A payload stored at its type's latest version needs no
+upcasting, and reading it needs no catalogue. A test checks this against the catalogue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +83,8 @@ class StoredEvent(NamedTuple):
 
     def model(self) -> Event:
         """The payload as its typed, frozen event model."""
+        from evotrainer.events import model_for
+
         return model_for(self.type, self.schema_version).model_validate(self.payload)
 
     def to_json(self) -> dict[str, Any]:
@@ -104,3 +115,14 @@ def row_to_event(row: tuple[Any, ...]) -> StoredEvent:
         position, int(txid), event_id, experiment, branch, seq, type_, version, payload,
         causation, correlation, key, actor, recorded_at, prev_hash, hash_,
     )
+
+
+def upcast(event_type: str, version: int, payload: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """evotrainer.events.upcast, without importing the catalogue for a payload that is
+    current. Once the catalogue is imported (by an append, or by a plugin that registers
+    event types of its own) it is always asked: only it knows the plugins' types."""
+    if "evotrainer.events.base" not in sys.modules and version >= NEWER_VERSIONS.get(event_type, 1):
+        return version, payload
+    from evotrainer.events import upcast as catalogue_upcast
+
+    return catalogue_upcast(event_type, version, payload)

@@ -36,8 +36,6 @@ ASYNC_COMMIT = "set_config('synchronous_commit', 'off', true)"
 # needs no savepoint. Appends to different branches never share a lock.
 BRANCH_LOCK_CLASS = 1702260069
 
-EXISTING_KEYS = SELECT_EVENTS + " WHERE e.branch_id = %s AND e.idempotency_key = ANY(%s)"
-
 # The branch lock, then the head and the events already holding some keys: one round
 # trip (migration 0005 says why this is a function). One row whose first two columns are
 # the head (NULL when the branch has no events of its own), followed by an event's

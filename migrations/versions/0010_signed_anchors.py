@@ -7,7 +7,7 @@ branch no longer matches the anchored hash, and forging a new anchor needs the k
 Rows are immutable like events (the same triggers); `evotrainer anchor` writes them.
 
 Revision ID: 0010
-Revises: 0008
+Revises: 0009
 Create Date: 2026-12-04
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010"
-down_revision = "0008"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

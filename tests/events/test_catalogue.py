@@ -132,3 +132,23 @@ def test_defaults_are_filled_at_every_depth_without_sharing_objects() -> None:
 def test_python_values_that_are_not_json_are_refused_cleanly(value: object) -> None:
     with pytest.raises(InvalidPayloadError, match="not JSON"):
         validate("TaskRequested", 2, {"task_id": value, "kind": "noop", "queue": "control"})
+
+
+def test_the_store_knows_without_the_catalogue_which_payloads_need_upcasting() -> None:
+    """Readers skip importing the catalogue for current payloads (evotrainer.store.records):
+    its table of types with more than one version must be the catalogue's."""
+    from evotrainer.events import latest_version
+    from evotrainer.store.records import NEWER_VERSIONS
+
+    assert NEWER_VERSIONS == {t: latest_version(t) for t in event_types() if latest_version(t) > 1}
+
+
+def test_an_old_payload_read_without_the_catalogue_is_still_upcast() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from evotrainer.store.records import upcast;"
+            " assert 'evotrainer.events.base' not in sys.modules;"
+            " assert upcast('TaskRequested', 2, {})[0] == 2 and 'evotrainer.events.base' not in sys.modules;"
+            " assert upcast('TaskRequested', 1, {'kind': 'noop'}) == (2, {'kind': 'noop'})")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

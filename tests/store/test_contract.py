@@ -217,6 +217,42 @@ class TestIdempotency:
         b = store.append(BranchRef("exp", "alt"), [task(1, key="k")])[0]
         assert a.event_id != b.event_id
 
+    @pytest.mark.parametrize("size", [2, 3 * CHUNK_EVENTS])  # one statement, and pipelined chunks
+    def test_a_taken_key_inside_a_batch_comes_back_and_the_rest_is_chained(
+            self, store: EventStore, size: int) -> None:
+        """Keys are not looked up before the INSERTs: the index refuses the taken one, and
+        the append still returns its original and chains the fresh events after the head."""
+        store.create_experiment("exp")
+        original = store.append(MAIN, [task(0, key="k1")])[0]  # the head is now cached
+        batch = [task(i, key=f"k{i}") for i in range(size)]
+        stored = store.append(MAIN, batch, expected_seq=2)
+        assert stored[1] == original
+        assert [e.seq for i, e in enumerate(stored) if i != 1] == list(range(3, 2 + size))
+        assert count_events(store) == 1 + size
+        again = store.append(MAIN, batch)  # every key taken now: nothing written
+        assert again == stored and count_events(store) == 1 + size
+        assert audit(store).intact
+
+    @pytest.mark.parametrize("size", [2, 3 * CHUNK_EVENTS])
+    def test_a_taken_key_does_not_excuse_a_stale_expected_seq(self, store: EventStore, size: int) -> None:
+        store.create_experiment("exp")
+        store.append(MAIN, [task(0, key="k0")])
+        with pytest.raises(ConcurrencyError):
+            store.append(MAIN, [task(i, key=f"k{i}") for i in range(size)], expected_seq=1)
+        assert count_events(store) == 2
+
+    def test_a_key_taken_by_another_connection_comes_back(self, store: EventStore, database_url: str) -> None:
+        """This connection's cached head is stale and the key is taken: both are found out
+        by the INSERT, and the retry returns the other writer's event."""
+        store.create_experiment("exp")
+        store.append(MAIN, [task(0)])
+        with EventStore.connect(database_url) as other:
+            theirs = other.append(MAIN, [task(1, key="k")])[0]
+        batch = [task(1, key="k")] + [task(i) for i in range(2, 2 * CHUNK_EVENTS)]
+        stored = store.append(MAIN, batch)
+        assert stored[0] == theirs and stored[1].seq == theirs.seq + 1
+        assert audit(store).intact
+
     def test_a_batch_may_not_repeat_a_key(self, store: EventStore) -> None:
         store.create_experiment("exp")
         for size in (2, 3 * CHUNK_EVENTS):  # one statement, and pipelined chunks
