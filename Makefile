@@ -42,6 +42,7 @@ bench: install
 	bash .ci/services
 	$(PY) bench/append.py
 	$(PY) bench/cli.py
+	$(PY) bench/swe_grade.py
 	$(PY) bench/lineage.py
 	$(PY) bench/fleet.py
 	$(PY) bench/train.py
