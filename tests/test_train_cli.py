@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from evotrainer.evolve.status import experiment_status
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
-from tests.test_cli import run
+from tests.test_cli import EVOTRAINER, run
 
 
 @pytest.mark.slow
@@ -105,3 +109,26 @@ def test_a_code_experiment_is_trained_and_evaluated_on_code_by_default(
     assert run(env, "evaluate", "d/main").returncode == 0
     (default,) = requested(store, "d/main")
     assert default["domain"] == "math:digit_add" and (default["k"], default["eval_tasks"]) == (8, 32)
+
+
+def test_status_shows_the_running_tasks_progress_from_another_process(
+    cli_env: dict[str, str], database_url: str
+) -> None:
+    env = {**cli_env, "EVOTRAINER_HEARTBEAT_SECONDS": "0.2"}
+    assert run(env, "experiment", "create", "live", "--domain", "math", "--config", '{"domain": "math:digit_add"}'
+               ).returncode == 0
+    training = subprocess.Popen([EVOTRAINER, "train", "live/main", "--steps", "40", "--group-size", "4"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seen: list[str] = []
+    try:
+        with EventStore.connect(database_url, actor="test") as store:
+            deadline = time.monotonic() + 600
+            while not seen and training.poll() is None and time.monotonic() < deadline:
+                seen = [line for line in experiment_status(store, "live").running if "train step" in line]
+                time.sleep(0.1)
+    finally:
+        _, err = training.communicate(timeout=600)
+    assert training.returncode == 0, err
+    assert seen and re.fullmatch(r"train on live/main \(\S+\): train step \d+/40 reward \S+ .*", seen[0]), seen
+    with EventStore.connect(database_url, actor="test") as store:
+        assert experiment_status(store, "live").running == []  # finished: nothing shown as running

@@ -37,7 +37,9 @@ class ExperimentStatus:
     incumbent: str
     branches: list[BranchStatus]
     running: list[str]
-    """`KIND on BRANCH (task id)` for each requested task with no outcome yet."""
+    """`KIND on BRANCH (task id)` for each requested task with no outcome yet, and after a
+    colon its newest progress line (`train step 12/40 reward 0.61 ... eta 30s`) once its
+    heartbeat has written one."""
 
     @property
     def left(self) -> int | None:
@@ -59,9 +61,17 @@ def experiment_status(store: EventStore, experiment: str) -> ExperimentStatus:
         verdict = "start" if info.name == DECISIONS_BRANCH else verdicts.get(str(info.ref), "waiting")
         rows.append(BranchStatus(info.name, steps, verdict, scores[-1] if scores else None))
         ended = {e.causation_id for e in own if e.type in ("TaskCompleted", "TaskFailed")}
-        running += [f"{e.payload['kind']} on {info.ref} ({e.payload['task_id']})" for e in own
+        running += [(e.event_id, f"{e.payload['kind']} on {info.ref} ({e.payload['task_id']})") for e in own
                     if e.type == "TaskRequested" and e.event_id not in ended]  # fmt: skip
     budget = config.get("budget_steps")
     return ExperimentStatus(experiment, int(budget) if budget is not None else None,
                             sum(r.steps for r in rows if r.branch != DECISIONS_BRANCH),
-                            str(incumbent_of(store, experiment)), rows, running)  # fmt: skip
+                            str(incumbent_of(store, experiment)), rows, _with_progress(store, running))  # fmt: skip
+
+
+def _with_progress(store: EventStore, running: list[tuple[str, str]]) -> list[str]:
+    """Each running task's line, followed by the newest progress line its heartbeat wrote."""
+    said = dict(store.conn.execute(
+        "SELECT event_id::text, progress FROM fleet_tasks WHERE event_id = ANY(%s::uuid[]) AND progress IS NOT NULL",
+        ([event_id for event_id, _ in running],)).fetchall())  # fmt: skip
+    return [f"{line}: {said[event_id]}" if event_id in said else line for event_id, line in running]

@@ -37,7 +37,7 @@ import psycopg
 
 from evotrainer.errors import ConcurrencyError, DatabaseUnavailableError, InvalidPayloadError
 from evotrainer.events import TaskCompleted, TaskFailed, TaskRequested
-from evotrainer.fleet import leases
+from evotrainer.fleet import leases, progress
 from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.errors import TaskInputError, TransientTaskError
 from evotrainer.fleet.registry import TaskRequest, TaskResult, kind_spec, validate_inputs
@@ -98,7 +98,8 @@ def execute(store: EventStore, event_id: str, keeper: leases.LeaseKeeper,
     attempt = claimed.attempt
     keeper.hold(event_id)
     try:
-        return _run_attempt(store, event, attempt, worker, durable_after_s)
+        with progress.running(event_id):
+            return _run_attempt(store, event, attempt, worker, durable_after_s)
     except TransientTaskError as exc:
         raise AttemptInterrupted(event_id, attempt, exc) from exc
     except TRANSIENT_DB_ERRORS as exc:

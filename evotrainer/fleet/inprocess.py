@@ -40,7 +40,8 @@ def run_in_process(store: EventStore, cfg: FleetConfig | None = None,
                    stop: threading.Event | None = None) -> list[Outcome]:
     """Execute requested tasks until none is due (or, with `stop`, until it is set)."""
     # Nothing published here is in a broker: a hand-off not run yet is due again at once.
-    cfg = dataclasses.replace(cfg or FleetConfig(), republish_after_s=0.0, broker_url=None)
+    # The environment's settings (lease, heartbeat, ...) hold here as for a worker.
+    cfg = dataclasses.replace(cfg or FleetConfig.from_env(), republish_after_s=0.0, broker_url=None)
     queue = LocalQueue()
     dispatcher = Dispatcher(store, cfg, queue)
     conninfo = conninfo_of(store)

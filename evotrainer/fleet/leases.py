@@ -19,6 +19,8 @@ from typing import Any
 
 import psycopg
 
+from evotrainer.fleet import progress
+
 log = logging.getLogger(__name__)
 
 
@@ -208,10 +210,13 @@ class LeaseKeeper:
             if self._conn is None or self._conn.closed:
                 self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
                                              application_name="evotrainer-lease")
+            # Each beat also carries the task's newest progress line (fleet/progress.py).
             self._conn.execute(
-                "UPDATE fleet_tasks SET lease_expires_at = now() + make_interval(secs => %s), heartbeat_at = now()"
-                " WHERE event_id = ANY(%s::uuid[]) AND worker = %s AND state = 'running'",
-                (self.lease_s, event_ids, self.worker),
+                "UPDATE fleet_tasks t SET lease_expires_at = now() + make_interval(secs => %s), heartbeat_at = now(),"
+                " progress = COALESCE(p.line, t.progress)"
+                " FROM unnest(%s::uuid[], %s::text[]) AS p(event_id, line)"
+                " WHERE t.event_id = p.event_id AND t.worker = %s AND t.state = 'running'",
+                (self.lease_s, event_ids, progress.latest(event_ids), self.worker),
             )
         except psycopg.Error as exc:
             # A lost connection is retried at the next beat; the lease has lease_s / heartbeat_s

@@ -51,6 +51,8 @@ class FleetTask(SQLModel, table=True):
     published_at: datetime | None = Field(default=None, sa_column=sa.Column(sa.DateTime(timezone=True)))
     finished_at: datetime | None = Field(default=None, sa_column=sa.Column(sa.DateTime(timezone=True)))
     last_error: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    progress: str | None = Field(default=None, sa_column=sa.Column(sa.Text, nullable=True))
+    """The running task's newest progress line, written with its heartbeat."""
 
 
 class FleetAttempt(SQLModel, table=True):

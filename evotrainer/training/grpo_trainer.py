@@ -258,8 +258,7 @@ def train_grpo(
     components = [c for c in domain.reward_components if s.weight(c) != 0]
     metrics: list[dict[str, float | None]] = []
     callbacks = [_metrics_callback(metrics)]
-    if not interactive():
-        callbacks.append(step_logger(s.max_steps))
+    callbacks.append(step_logger(s.max_steps, to_log=not interactive()))
 
     with tempfile.TemporaryDirectory(prefix="evotrainer-grpo-") as out_dir:
         args = build_grpo_config(

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from evotrainer.fleet.progress import report
+
 log = logging.getLogger("evotrainer.training")
 T = TypeVar("T")
 
@@ -35,12 +37,15 @@ def progress(items: Iterable[T], total: int, desc: str, every: int = 10) -> Iter
     if interactive():
         from tqdm.auto import tqdm
 
-        yield from tqdm(items, total=total, desc=desc, leave=False)
+        for i, item in enumerate(tqdm(items, total=total, desc=desc, leave=False), start=1):
+            yield item
+            report(f"{desc}: {i}/{total}")
         return
     for i, item in enumerate(items, start=1):
         yield item
         if i % every == 0 or i == total:
             log.info("%s: %d/%d", desc, i, total)
+            report(f"{desc}: {i}/{total}")
 
 
 def step_line(step: int, total: int, logs: Mapping[str, float], elapsed_s: float) -> str:
@@ -65,9 +70,10 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def step_logger(total_steps: int, every: int | None = None) -> Any:
+def step_logger(total_steps: int, every: int | None = None, to_log: bool = True) -> Any:
     """A TrainerCallback writing one `step_line` every `every` steps (a tenth of the run by
-    default) and at the last step: for when no bar is shown."""
+    default) and at the last step, to the log (for when no bar is shown) unless `to_log` is
+    False, and every step's line to the running fleet task's progress (fleet/progress.py)."""
     from transformers import TrainerCallback
 
     every = every or max(1, total_steps // 10)
@@ -81,9 +87,12 @@ def step_logger(total_steps: int, every: int | None = None) -> Any:
 
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **kw: Any) -> None:
             step = state.global_step
-            if not logs or "reward" not in logs or (step % every and step != total_steps):
+            if not logs or "reward" not in logs:
                 return
-            log.info("%s", step_line(step, total_steps, logs, time.monotonic() - self.started))
+            line = step_line(step, total_steps, logs, time.monotonic() - self.started)
+            report(line)
+            if to_log and (step % every == 0 or step == total_steps):
+                log.info("%s", line)
 
     return PlainStepLog()
 
