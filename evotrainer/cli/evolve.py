@@ -152,7 +152,8 @@ def status_command(
         return
     budget = "no step budget" if status.budget_steps is None else f"of {status.budget_steps}, {status.left} left"
     print_line(f"{status.experiment}: {status.spent} GRPO steps spent ({budget}); best so far {status.incumbent}")
-    print_table(["branch", "steps", "verdict", "score"],
-                [(b.branch, b.steps, b.verdict, "-" if b.score is None else f"{b.score:.3f}") for b in status.branches])
+    print_table(["branch", "steps", "tokens", "cpu s", "gpu s", "verdict", "score"],
+                [(b.branch, b.steps, b.tokens, f"{b.cpu_seconds:.0f}", f"{b.gpu_seconds:.0f}", b.verdict,
+                  "-" if b.score is None else f"{b.score:.3f}") for b in status.branches])  # fmt: skip
     for task in status.running:
         print_line(f"running: {task}")

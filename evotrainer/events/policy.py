@@ -43,6 +43,9 @@ class TrainingCompleted(Event):
     step_metrics: list[dict[str, Any]] = Field(default_factory=list)
     environment: dict[str, Any] = Field(default_factory=dict)
     wall_seconds: float = Field(ge=0)
+    tokens: int = Field(default=0, ge=0, description="prompt and completion tokens of every rollout")
+    cpu_seconds: float = Field(default=0.0, ge=0, description="CPU time of the training process over the run")
+    gpu_seconds: float = Field(default=0.0, ge=0, description="wall time the run held a GPU (0 on CPU)")
 
 
 @register

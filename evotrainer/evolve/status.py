@@ -27,6 +27,10 @@ class BranchStatus:
     """promoted, rejected, start (main), or waiting (not judged yet)."""
     score: float | None
     """The latest selection score of the branch's own newest policy."""
+    tokens: int = 0
+    """Prompt and completion tokens its own runs generated and trained on."""
+    cpu_seconds: float = 0.0
+    gpu_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -54,12 +58,14 @@ def experiment_status(store: EventStore, experiment: str) -> ExperimentStatus:
     for info in store.branches(experiment):
         history = store.read_branch(info.ref)
         own = own_events(history, info.ref)
-        steps = sum(int(e.payload["steps"]) for e in own if e.type == "TrainingCompleted")
+        runs = [e.payload for e in own if e.type == "TrainingCompleted"]
+        steps = sum(int(run["steps"]) for run in runs)
+        spent = [sum(float(run.get(what, 0)) for run in runs) for what in ("tokens", "cpu_seconds", "gpu_seconds")]
         policy = next((e.payload["policy_sha256"] for e in reversed(history) if e.type == "PolicyCheckpointed"), None)
         scores = [e.payload["avg_at_k"] for e in own if e.type == "EvaluationRecorded"
                   and e.payload["policy_sha256"] == policy and e.payload["request"].get("part") != "test"]  # fmt: skip
         verdict = "start" if info.name == DECISIONS_BRANCH else verdicts.get(str(info.ref), "waiting")
-        rows.append(BranchStatus(info.name, steps, verdict, scores[-1] if scores else None))
+        rows.append(BranchStatus(info.name, steps, verdict, scores[-1] if scores else None, int(spent[0]), *spent[1:]))
         ended = {e.causation_id for e in own if e.type in ("TaskCompleted", "TaskFailed")}
         running += [(e.event_id, f"{e.payload['kind']} on {info.ref} ({e.payload['task_id']})") for e in own
                     if e.type == "TaskRequested" and e.event_id not in ended]  # fmt: skip

@@ -11,8 +11,8 @@ compared with what it recorded (the events its request caused; a keyed event who
 kept one recorded earlier is not the task's to check). Train and evaluate read only their
 inputs and the artifact store; diagnose and backtest read the branch as it stood when they
 ran (just before their results were appended). Each produced payload is validated and encoded as an
-append would, then compared field by field, leaving out the wall-clock time
-(`wall_seconds`) and the environment fingerprint: a different environment is reported,
+append would, then compared field by field, leaving out the time it took
+(`wall_seconds`, `cpu_seconds`, `gpu_seconds`) and the environment fingerprint: a different environment is reported,
 not failed; on CPU everything else must match exactly.
 
 Nothing is appended. Artifacts are content-addressed, so an identical replay stores
@@ -31,7 +31,7 @@ from evotrainer.store import EventStore, NewEvent, StoredEvent
 from evotrainer.store.batch import prepare
 
 REPLAYABLE = ("train", "evaluate", "diagnose", "backtest")
-NOT_COMPARED = ("wall_seconds", "environment")
+NOT_COMPARED = ("wall_seconds", "cpu_seconds", "gpu_seconds", "environment")
 _HASHES = ("policy_sha256", "evidence_sha256", "results_sha256", "evidence")
 
 

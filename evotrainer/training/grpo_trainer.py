@@ -231,7 +231,8 @@ def train_grpo(
     from evotrainer.training.policies import load_policy, resolve_policy, save_checkpoint, uses_chat
     from evotrainer.training.progress import interactive, step_logger
 
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    on_gpu = environment.device().startswith("cuda")
     s = request.settings
     store = store or open_store()
     if domain is None:
@@ -306,4 +307,7 @@ def train_grpo(
         environment=environment.fingerprint(),
         train_tasks_used=len(tasks),
         wall_seconds=time.perf_counter() - started,
+        tokens=sum(r.prompt_tokens + r.completion_tokens for r in records),
+        cpu_seconds=time.process_time() - cpu_started,
+        gpu_seconds=time.perf_counter() - started if on_gpu else 0.0,
     )

@@ -37,6 +37,12 @@ class TrainingResult:
     """Training tasks left after the data filters."""
     wall_seconds: float = 0.0
     """Wall time of the run; informational, never part of a hash."""
+    tokens: int = 0
+    """Prompt and completion tokens of every rollout (the compute's size in tokens)."""
+    cpu_seconds: float = 0.0
+    """CPU time of this process (all its threads) over the run; informational."""
+    gpu_seconds: float = 0.0
+    """Wall time the run held a GPU (0 on CPU); informational."""
 
     def policy_payload(self) -> dict[str, Any]:
         return self.policy.event_payload()
@@ -53,6 +59,9 @@ class TrainingResult:
             "step_metrics": [dict(m) for m in self.step_metrics],
             "environment": dict(self.environment),
             "wall_seconds": self.wall_seconds,
+            "tokens": self.tokens,
+            "cpu_seconds": self.cpu_seconds,
+            "gpu_seconds": self.gpu_seconds,
         }
 
     def rollouts_payload(self) -> dict[str, Any]:

@@ -96,6 +96,9 @@ def test_the_step_budget_counts_every_candidate_and_stops_the_loop(store: EventS
     assert [(b.branch == "main", b.steps) for b in status.branches] == [(True, 0), (False, 2), (False, 2)]
     assert {b.verdict for b in status.branches[1:]} <= {"promoted", "rejected"}
     assert status.branches[0].verdict == "start" and status.branches[0].score is not None
+    # What each candidate's runs cost: tokens generated and trained on, CPU time (no GPU here).
+    assert status.branches[0].tokens == 0
+    assert all(b.tokens > 0 and b.cpu_seconds > 0 and b.gpu_seconds == 0 for b in status.branches[1:])
 
 
 def test_a_changed_starting_harness_is_refused_by_name(store: EventStore) -> None:
