@@ -63,7 +63,7 @@ def test_evidence_has_every_completion_and_field(store: Any, math_domain: Any) -
     by_group: dict[int, list[Any]] = {}
     for r in records:
         by_group.setdefault(r.group, []).append(r)
-        assert set(r.rewards) == {"correctness", "format"}
+        assert set(r.rewards) == {"correctness", "format", "length"}
         assert r.reward == pytest.approx(r.rewards["correctness"] + 0.2 * r.rewards["format"])
         assert r.completion_tokens >= 1 and r.prompt_tokens >= 4
         assert r.tool_calls == ()
