@@ -7,6 +7,7 @@ without one gets a name built from the file and the line. Every error names file
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,18 @@ def read_lines(path: Path) -> Iterator[str]:
         line = text_line_of(path, exc.start)
         raise UsageError(f"{path}:{line}: not UTF-8 text") from None
     yield from text.splitlines()
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) for each non-blank line; UsageError naming file:line for
+    a line that is not JSON, or a file that cannot be read."""
+    for lineno, line in enumerate(read_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
 
 
 def text_line_of(path: Path, offset: int) -> int:

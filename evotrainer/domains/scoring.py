@@ -8,13 +8,12 @@ error naming file:line and no scores. The total is the reward training gives
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evotrainer.domains.base import Domain, Task
-from evotrainer.domains.files import read_lines
+from evotrainer.domains.files import json_lines
 from evotrainer.errors import UsageError
 
 
@@ -28,13 +27,7 @@ def read_completions(path: Path, domain: Domain) -> list[Completion]:
     """Each line's task (looked up in the domain) and completion; UsageError naming file:line."""
     out = []
     found: dict[str, Task] = {}
-    for lineno, line in enumerate(read_lines(path), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+    for lineno, row in json_lines(path):
         if not isinstance(row, dict) or not isinstance(row.get("task_id"), str | int) or isinstance(
             row.get("task_id"), bool
         ):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evotrainer.domains.files import json_lines
 from evotrainer.domains.swe.gitops import PatchError, apply_diff, decoded, tree_at
 from evotrainer.domains.swe.pyenv import instance_packages, parse_requirements
 from evotrainer.errors import UsageError
@@ -115,13 +116,7 @@ def rows(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
         return
     if not path.is_file():
         raise UsageError(f"no such instance file: {path}")
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{lineno}: not JSON ({exc.msg})") from exc
+    for lineno, row in json_lines(path):
         if not isinstance(row, dict):
             raise UsageError(f"{path}:{lineno}: an instance must be a JSON object")
         yield f"{path}:{lineno}", row
