@@ -40,3 +40,15 @@ def test_the_site_builds_strict_with_every_command(tmp_path: Path) -> None:
     assert [name for name in COMMANDS if f"Usage: evotrainer {name} " not in cli] == []
     api = (tmp_path / "api" / "index.html").read_text(encoding="utf-8")
     assert 'id="evotrainer.client.client.Client.sql"' in api
+
+
+def test_the_proposed_readme_example_runs_as_written(cli_env: dict[str, str]) -> None:
+    text = (ROOT / "README-PROPOSED.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(.*?)```", text, re.S)
+    assert example is not None and len(example.group(1).strip().splitlines()) == 5
+    python = ROOT / ".venv" / "bin" / "python"
+    done = subprocess.run([str(python), "-c", example.group(1)], env={**cli_env, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["seq", "branch", "type", "0", "1", "main", "ExperimentCreated",
+                                   "1", "2", "idea", "BranchForked"]  # fmt: skip
