@@ -184,6 +184,11 @@ def test_a_tiny_run_into_dataframes_then_replayed(
     proposal = db.propose(candidate, {"grpo.temperature": 1.3}, "If the temperature rises, groups spread")
     assert proposal.field == "grpo.temperature" and proposal.new_value == 1.3
     assert db.events(candidate)[-1].seq == proposal.recorded_seq
+    promotion = db.promote(candidate, record=False)  # the gate again, on what is recorded: the same verdict
+    assert (promotion.candidate, promotion.recorded_at) == (candidate, None)
+    assert promotion.promoted == (audit.promotions[0].payload["decision"] == "promoted")
+    forked = db.fork(candidate, "hotter", intervention=proposal.intervention_id)
+    assert forked.parent == candidate and db.events(forked.ref)[-1].type == "HarnessVersioned"
 
     replay = db.replay(candidate)
     assert replay.identical and [r.kind for r in replay.tasks] == ["evaluate", "train", "evaluate", "diagnose"]
