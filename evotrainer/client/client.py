@@ -302,6 +302,7 @@ class Client:
         from evotrainer.evolve.controller import run_experiment
 
         loaded = experiment_config(config)
+        _quiet_when_local()
         if iterations is not None:
             if iterations < 1:
                 raise UsageError("iterations must be at least 1")
@@ -318,7 +319,9 @@ class Client:
         held-out test half (resumable); recorded as ComparisonRecorded."""
         from evotrainer.evolve.compare import compare
 
-        stored = compare(self.store, experiment_config(config), seeds, budget_steps, say=say or (lambda line: None))
+        loaded = experiment_config(config)
+        _quiet_when_local()
+        stored = compare(self.store, loaded, seeds, budget_steps, say=say or (lambda line: None))
         p = stored.payload
         rows = [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"]) for r in p["seeds"]]
         low, high = p["interval"]
@@ -349,6 +352,17 @@ class Client:
             (target, event_type),
         ).fetchall()
         return [row_to_event(row) for row in rows]
+
+
+def _quiet_when_local() -> None:
+    """Without a broker the tasks run in this process, as under the CLI: their libraries'
+    progress bars and warnings go to the log (EVOTRAINER_HOME/logs), not into a notebook."""
+    from evotrainer import config as settings
+
+    if not settings.broker_url():
+        from evotrainer.training.progress import quiet_libraries
+
+        quiet_libraries()
 
 
 def experiment_config(config: str | Path | Mapping[str, Any] | ExperimentConfig) -> ExperimentConfig:
