@@ -103,6 +103,16 @@ ERRORS: list[tuple[str, Callable[[evotrainer.Client], object], list[str], type[E
      ["events", "append", "demo/main", "--type", "NoSuchThing", "--payload", "{}"], evotrainer.UsageError),
     ("fork onto a taken name", lambda db: db.fork("demo/main", "main"), ["fork", "demo/main", "main"],
      evotrainer.AlreadyExistsError),
+    ("an intervention of two fields",
+     lambda db: db.propose("demo/main", {"grpo.temperature": 1.1, "grpo.learning_rate": 0.1}, "h"),
+     ["propose", "demo/main", "--set", "grpo.temperature=1.1", "--set", "grpo.learning_rate=0.1", "--hypothesis", "h"],
+     evotrainer.UsageError),
+    ("an unknown harness field", lambda db: db.propose("demo/main", {"nope": 1}, "h"),
+     ["propose", "demo/main", "--set", "nope=1", "--hypothesis", "h"], evotrainer.UsageError),
+    ("promoting the best so far", lambda db: db.promote("demo/main"), ["promote", "demo/main"],
+     evotrainer.UsageError),
+    ("diagnosing without evidence", lambda db: db.diagnose("demo/main"), ["diagnose", "demo/main"],
+     evotrainer.NotFoundError),
 ]
 
 
@@ -117,7 +127,9 @@ def test_errors_are_typed_and_say_what_the_cli_says(
         call(db)
     assert count_events(db) == before
     cli = run(cli_env, *args)
-    assert cli.returncode == 2 and cli.stderr == f"evotrainer: error: {raised.value}\n", (case, cli.stderr)
+    assert isinstance(raised.value, evotrainer.EvotrainerError)
+    assert cli.returncode == raised.value.exit_code == 2, (case, cli.stderr)
+    assert cli.stderr == f"evotrainer: error: {raised.value}\n", (case, cli.stderr)
     assert count_events(db) == before
 
 
