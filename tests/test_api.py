@@ -69,6 +69,7 @@ def test_create_append_fork_read_sql_and_audit(db: evotrainer.Client) -> None:
     lineage = db.lineage("demo")
     assert [r.ref for r in lineage.branches] == ["demo/main", "demo/alt"]
     assert "└── alt @3  [running]  head 5" in str(lineage) and "digraph" in lineage.dot
+    assert [(n["ref"], n["children"]) for n in lineage.to_json()] == [("demo/main", ["demo/alt"]), ("demo/alt", [])]
 
     audit = db.audit()
     assert audit.intact and (audit.branches, audit.events) == (2, 6)

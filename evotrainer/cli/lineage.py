@@ -15,7 +15,7 @@ import typer
 
 from evotrainer.cli.render import print_json, print_table, summarize
 from evotrainer.errors import UsageError
-from evotrainer.refs import BranchRef, check_name
+from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
 
 if TYPE_CHECKING:
@@ -96,27 +96,16 @@ def lineage_command(
 ) -> None:
     """The branch tree: each branch's fork point, status (incumbent: the best so far; start,
     promoted, rejected, running: not decided yet), head and scores."""
-    from evotrainer.evolve.promotion import incumbent_of
-    from evotrainer.lineage.dag import LineageDAG
-    from evotrainer.lineage.projections import Projector
-    from evotrainer.lineage.tree import as_json as tree_json
-    from evotrainer.lineage.tree import render_dot, render_tree, summaries
+    from evotrainer.client import connect
 
-    if experiment is not None:
-        check_name("experiment", experiment)
-    with EventStore.connect() as store:
-        Projector(store).catch_up()
-        dag = LineageDAG.from_store(store, experiment)
-        if experiment is not None and not dag.nodes:
-            raise UsageError(f"no experiment {experiment}")
-        incumbents = {str(incumbent_of(store, name)) for name in {ref.partition("/")[0] for ref in dag.nodes}}
-        info = summaries(store.conn, experiment, incumbents)
+    with connect() as client:
+        tree = client.lineage(experiment)
     if as_json:
-        print_json(tree_json(dag, info))
+        print_json(tree.to_json())
     elif as_dot:
-        typer.echo(render_dot(dag, info))
+        typer.echo(tree.dot)
     else:
-        for line in render_tree(dag, info):
+        for line in tree.lines:
             typer.echo(line)
 
 

@@ -162,7 +162,7 @@ class Client:
         info = summaries(self.store.conn, experiment, incumbents)
         rows = [LineageRow(s.ref, s.parent, s.fork_seq, s.head_seq, s.status, s.last_score, s.best_score)
                 for s in (info[ref] for ref in dag.topological_order() if ref in info)]  # fmt: skip
-        return Lineage(Table(LineageRow._fields, rows), dag, tuple(render_tree(dag, info)), render_dot(dag, info))
+        return Lineage(Table(LineageRow._fields, rows), dag, tuple(render_tree(dag, info)), render_dot(dag, info), info)
 
     def audit(
         self, ref: str | None = None, *, heads: Mapping[str, Mapping[str, Any]] | None = None,

@@ -15,6 +15,7 @@ from evotrainer.client.tables import Table
 
 if TYPE_CHECKING:
     from evotrainer.lineage.dag import LineageDAG
+    from evotrainer.lineage.tree import BranchSummary
     from evotrainer.store import StoredEvent
     from evotrainer.store.audit import AuditProblem
 
@@ -125,9 +126,16 @@ class Lineage:
     """The tree as `evotrainer lineage` draws it."""
     dot: str
     """The tree as a Graphviz digraph."""
+    summaries: dict[str, BranchSummary]
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Each branch's summary with its children, as `evotrainer lineage --json` prints it."""
+        from evotrainer.lineage.tree import as_json
+
+        return as_json(self.dag, self.summaries)
 
 
 @dataclass(frozen=True)
