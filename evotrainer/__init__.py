@@ -1,0 +1,106 @@
+"""evotrainer: an event-sourced experiment database and worker fleet for RL training of
+language models. The Python API:
+
+    import evotrainer
+
+    db = evotrainer.connect()                         # as the CLI: EVOTRAINER_DATABASE_URL or embedded
+    db.experiments().to_pandas()
+    db.training_metrics("demo").to_pandas()
+
+Every name below is resolved on first use (a module `__getattr__`): the CLI imports this
+package for every command, and a reading command must not pay for the client, pandas,
+pydantic or torch. See docs/api.md for the reference.
+"""
+
+from __future__ import annotations
+
+# No imports at run time: `typing` and `importlib` only where needed.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from evotrainer.client import Client, MissingExtraError, Table, connect
+    from evotrainer.client.results import (
+        Audit,
+        Branch,
+        Comparison,
+        Diagnosis,
+        Experiment,
+        Lineage,
+        Promotion,
+        Proposal,
+        Replay,
+        RunResult,
+    )
+    from evotrainer.errors import (
+        AlreadyExistsError,
+        ConcurrencyError,
+        DatabaseUnavailableError,
+        EvotrainerError,
+        ImmutableHistoryError,
+        InvalidPayloadError,
+        NotFoundError,
+        UsageError,
+    )
+    from evotrainer.lineage.readonly import ReadOnlyViolation
+    from evotrainer.refs import BranchRef
+    from evotrainer.store import StoredEvent
+
+# Public name -> the module that defines it.
+_WHERE: dict[str, str] = {
+    "connect": "evotrainer.client",
+    "Client": "evotrainer.client",
+    "Table": "evotrainer.client",
+    "MissingExtraError": "evotrainer.client",
+    **dict.fromkeys(("Audit", "Branch", "Comparison", "Diagnosis", "Experiment", "Lineage", "Promotion", "Proposal",
+                     "Replay", "RunResult"), "evotrainer.client.results"),  # fmt: skip
+    **dict.fromkeys(("EvotrainerError", "UsageError", "NotFoundError", "AlreadyExistsError", "InvalidPayloadError",
+                     "ConcurrencyError", "DatabaseUnavailableError", "ImmutableHistoryError"),
+                    "evotrainer.errors"),  # fmt: skip
+    "ReadOnlyViolation": "evotrainer.lineage.readonly",
+    "BranchRef": "evotrainer.refs",
+    "StoredEvent": "evotrainer.store",
+}
+
+__all__ = [
+    "AlreadyExistsError",
+    "Audit",
+    "Branch",
+    "BranchRef",
+    "Client",
+    "Comparison",
+    "ConcurrencyError",
+    "DatabaseUnavailableError",
+    "Diagnosis",
+    "EvotrainerError",
+    "Experiment",
+    "ImmutableHistoryError",
+    "InvalidPayloadError",
+    "Lineage",
+    "MissingExtraError",
+    "NotFoundError",
+    "Promotion",
+    "Proposal",
+    "ReadOnlyViolation",
+    "Replay",
+    "RunResult",
+    "StoredEvent",
+    "Table",
+    "UsageError",
+    "connect",
+]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'evotrainer' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

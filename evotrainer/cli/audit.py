@@ -9,7 +9,6 @@ import typer
 
 from evotrainer.cli.render import print_json
 from evotrainer.errors import UsageError
-from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, StoredEvent
 
 
@@ -30,48 +29,26 @@ def audit_command(
 ) -> None:
     """Verify hash chains and every signed anchor (`evotrainer anchor`). Exit 0 intact, 1
     altered (first bad event named), 2 usage error."""
-    from evotrainer.store.anchors import stored_anchors, trusted_keys, verify_signed_anchors
-    from evotrainer.store.audit import audit, verify_anchors
+    from evotrainer.client import connect
 
-    branch = BranchRef.parse(ref, allow_seq=False) if ref else None
     anchored = _read_anchors(anchors) if anchors else None
-    trusted = trusted_keys([trust] if trust else None)
-    with EventStore.connect() as store:
-        report = audit(store, branch)
-        if anchored is not None:
-            report.problems.extend(verify_anchors(store, anchored))
-        signed = [a for a in stored_anchors(store, branch.experiment if branch else None) if a.branch in report.heads]
-        report.problems.extend(verify_signed_anchors(store, signed, trusted))
-        if artifacts:
-            report.problems.extend(_audit_artifacts(store, branch))
-        decisions = _decisions(store, branch) if promotions else []
+    with connect() as client:
+        result = client.audit(ref, heads=anchored, trust=[trust] if trust else None, artifacts=artifacts,
+                              promotions=promotions)  # fmt: skip
     if as_json:
-        print_json({**report.to_json(), "signed_anchors": len(signed),
-                    **({"promotions": [d.to_json() for d in decisions]} if promotions else {})})  # fmt: skip
-    elif report.intact:
-        held = f", {len(signed)} signed anchors hold" if signed else ""
-        typer.echo(f"intact: {report.branches} branches, {report.events} events verified{held}")
+        print_json({**result.to_json(),
+                    **({"promotions": [d.to_json() for d in result.promotions]} if promotions else {})})  # fmt: skip
+    elif result.intact:
+        held = f", {result.signed_anchors} signed anchors hold" if result.signed_anchors else ""
+        typer.echo(f"intact: {result.branches} branches, {result.events} events verified{held}")
     else:
-        typer.echo(f"ALTERED: first bad event {report.problems[0]}")
-        for problem in report.problems[1:]:
+        typer.echo(f"ALTERED: first bad event {result.problems[0]}")
+        for problem in result.problems[1:]:
             typer.echo(f"  also {problem}")
     if promotions and not as_json:
-        _print_decisions(decisions)
-    if not report.intact:
+        _print_decisions(list(result.promotions))
+    if not result.intact:
         raise typer.Exit(1)
-
-
-def _decisions(store: EventStore, branch: BranchRef | None) -> list[StoredEvent]:
-    """PromotionDecided events (recorded on each experiment's main), oldest first; with a
-    branch, those whose candidate is the branch or one of its ancestors."""
-    experiments = [branch.experiment] if branch else sorted({info.experiment for info in store.branches()})
-    lineage = {f"{e.experiment}/{e.branch}" for e in store.read_branch(branch)} if branch else None
-    found = []
-    for experiment in experiments:
-        for event in store.read_branch(BranchRef(experiment, "main")):
-            if event.type == "PromotionDecided" and (lineage is None or event.payload["candidate"] in lineage):
-                found.append(event)
-    return found
 
 
 def _print_decisions(decisions: list[StoredEvent]) -> None:
@@ -100,24 +77,6 @@ def _print_decisions(decisions: list[StoredEvent]) -> None:
             typer.echo(f"  criterion {c['text']}: {c['outcome']}")
         if not evidence:
             typer.echo("  (recorded without the gate's evidence)")
-
-
-def _audit_artifacts(store, branch: BranchRef | None) -> list:  # type: ignore[no-untyped-def,type-arg]
-    """Missing or corrupted artifacts, each named by the first event that references it."""
-    from evotrainer.artifacts import open_store as open_artifacts
-    from evotrainer.artifacts.references import referenced_artifacts
-    from evotrainer.store.audit import AuditProblem
-
-    events = store.read_branch(branch) if branch else store.read_all(limit=10**9)
-    references = referenced_artifacts(events)
-    verdicts = open_artifacts().audit(sorted(references))
-    problems = []
-    for sha, verdict in sorted(verdicts.items()):
-        if verdict != "ok":
-            where, _, field = references[sha][0].partition(" ")
-            exp_branch, _, seq = where.rpartition("@")
-            problems.append(AuditProblem(exp_branch, int(seq), f"artifact {sha[:12]} ({field}) is {verdict}"))
-    return problems
 
 
 def _read_anchors(path: Path) -> dict[str, dict[str, object]]:

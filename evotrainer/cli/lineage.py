@@ -15,7 +15,7 @@ import typer
 
 from evotrainer.cli.render import print_json, print_table, summarize
 from evotrainer.errors import UsageError
-from evotrainer.refs import BranchRef, check_name
+from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
 
 if TYPE_CHECKING:
@@ -40,17 +40,15 @@ def sql_command(
     timeout_ms: int = typer.Option(30_000, help="Statement timeout in milliseconds."),
 ) -> None:
     """Query the lineage in SQL, read-only (views: lineage_edges, branch_heads, promotion_audit, ...)."""
-    from evotrainer.lineage.projections import Projector
-    from evotrainer.lineage.readonly import run_query
+    from evotrainer.client import connect
 
     if (query is None) == (file is None):
         raise UsageError("give a QUERY or --file, not both and not neither")
     if as_json and as_csv:
         raise UsageError("choose one of --json and --csv")
     text = query if query is not None else file.read()
-    with EventStore.connect() as store:
-        Projector(store).catch_up()
-        result = run_query(store.conn, text, timeout_ms)
+    with connect() as client:
+        result = client.sql(text, timeout_ms=timeout_ms)
     rows = [[_plain(v) for v in row] for row in result.rows]
     if as_json:
         print_json([dict(zip(result.columns, row, strict=True)) for row in rows])
@@ -72,9 +70,10 @@ def log_command(
 
 def print_history(ref: str, as_json: bool, full: bool) -> None:
     """The table `log` and `events list` share; JSON is the whole event when `full`."""
-    branch = BranchRef.parse(ref)
-    with EventStore.connect() as store:
-        history = store.read_branch(branch)
+    from evotrainer.client import connect
+
+    with connect() as client:
+        history = client.events(ref).rows
     if as_json:
         print_json([
             e.to_json() if full else
@@ -97,27 +96,16 @@ def lineage_command(
 ) -> None:
     """The branch tree: each branch's fork point, status (incumbent: the best so far; start,
     promoted, rejected, running: not decided yet), head and scores."""
-    from evotrainer.evolve.promotion import incumbent_of
-    from evotrainer.lineage.dag import LineageDAG
-    from evotrainer.lineage.projections import Projector
-    from evotrainer.lineage.tree import as_json as tree_json
-    from evotrainer.lineage.tree import render_dot, render_tree, summaries
+    from evotrainer.client import connect
 
-    if experiment is not None:
-        check_name("experiment", experiment)
-    with EventStore.connect() as store:
-        Projector(store).catch_up()
-        dag = LineageDAG.from_store(store, experiment)
-        if experiment is not None and not dag.nodes:
-            raise UsageError(f"no experiment {experiment}")
-        incumbents = {str(incumbent_of(store, name)) for name in {ref.partition("/")[0] for ref in dag.nodes}}
-        info = summaries(store.conn, experiment, incumbents)
+    with connect() as client:
+        tree = client.lineage(experiment)
     if as_json:
-        print_json(tree_json(dag, info))
+        print_json(tree.to_json())
     elif as_dot:
-        typer.echo(render_dot(dag, info))
+        typer.echo(tree.dot)
     else:
-        for line in render_tree(dag, info):
+        for line in tree.lines:
             typer.echo(line)
 
 

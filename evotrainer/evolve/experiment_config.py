@@ -61,11 +61,17 @@ class ExperimentConfig(BaseModel):
             from evotrainer.domains import with_file_relative_to
 
             data["domain"] = with_file_relative_to(data["domain"], Path(path).resolve().parent)
+        return cls.parse(data, str(path))
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], source: str = "config") -> ExperimentConfig:
+        """Validate the fields of an experiment (a TOML file's, or a dict given to the
+        Python API); UsageError names what is wrong, and where (`source`)."""
         try:
             config = cls.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in exc.errors())
-            raise UsageError(f"invalid experiment {path}: {problems}") from None
+            raise UsageError(f"invalid experiment {source}: {problems}") from None
         config.starting_harness().to_grpo_settings()  # refuse a harness that cannot train before anything is written
         return config
 

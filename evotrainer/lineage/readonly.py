@@ -16,6 +16,7 @@ deliberate ones:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,14 +68,19 @@ def _strip_literals(text: str) -> str:
     return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", text)
 
 
-def run_query(conn: psycopg.Connection[Any], query: str, timeout_ms: int = 30_000) -> QueryResult:
+def run_query(
+    conn: psycopg.Connection[Any], query: str, timeout_ms: int = 30_000,
+    params: Sequence[Any] | Mapping[str, Any] | None = None,
+) -> QueryResult:
+    """Run one read-only query; `params` fill its %s (or %(name)s) placeholders, so values
+    never need quoting into the text."""
     text = _single_query(query)
     with conn.transaction():
         conn.execute("SET TRANSACTION READ ONLY")
         conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}")
         role = _assume_reader(conn)
         try:
-            cursor = conn.execute(text, prepare=True)
+            cursor = conn.execute(text, params, prepare=True)
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
             raise ReadOnlyViolation(f"refused: {_first_line(exc)}") from None
         except pg_errors.QueryCanceled:

@@ -1,0 +1,378 @@
+"""The Python API: one client over the event store, for notebooks and scripts.
+
+    import evotrainer
+
+    with evotrainer.connect() as db:                  # EVOTRAINER_DATABASE_URL, or the embedded server
+        db.experiments().to_pandas()
+        db.sql("SELECT * FROM promotion_audit WHERE experiment = %s", ["demo"]).to_polars()
+
+Every method validates its arguments as the CLI does and raises the errors of
+evotrainer.errors with the CLI's one-line messages (the CLI's reading commands are this
+client plus formatting). Reading methods import nothing heavy; run, compare, diagnose,
+propose, fork with an intervention and promote import what their work needs when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evotrainer.client.results import (
+    Audit,
+    Branch,
+    BranchRow,
+    Comparison,
+    Diagnosis,
+    EvaluationRow,
+    Experiment,
+    ExperimentRow,
+    FindingRow,
+    Lineage,
+    LineageRow,
+    Promotion,
+    Proposal,
+    Replay,
+    ReplayedRow,
+    RunResult,
+    TrainingStepRow,
+)
+from evotrainer.client.tables import Table
+from evotrainer.errors import NotFoundError, UsageError
+from evotrainer.refs import BranchRef, check_name
+from evotrainer.store import EventStore, NewEvent, StoredEvent
+
+if TYPE_CHECKING:
+    from evotrainer.evolve.experiment_config import ExperimentConfig
+
+EVENT_COLUMNS: tuple[str, ...] = StoredEvent._fields
+
+
+def connect(url: str | None = None, actor: str | None = None) -> Client:
+    """Open the event store: `url`, else EVOTRAINER_DATABASE_URL, else the embedded server
+    under EVOTRAINER_HOME (started on demand), its schema migrated on first use, as the
+    CLI does. `actor` is recorded on what this client appends (default: EVOTRAINER_ACTOR,
+    else user@host)."""
+    return Client(EventStore.connect(url, actor))
+
+
+class Client:
+    """One connection's view of evotrainer's record. Not thread-safe: one client per thread.
+    Close it (or use it as a context manager) when done."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        """The underlying EventStore, for what the client does not cover."""
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reading ------------------------------------------------------------------
+
+    def experiments(self) -> Table[ExperimentRow]:
+        """Every experiment with its domain, description and creation time, oldest first."""
+        rows = self.store.conn.execute(
+            "SELECT experiment, domain, description, created_at FROM experiments ORDER BY created_at, experiment"
+        ).fetchall()
+        return Table(ExperimentRow._fields, [ExperimentRow(*row) for row in rows])
+
+    def experiment(self, name: str) -> Experiment:
+        """One experiment: what it was created with, and its branches."""
+        check_name("experiment", name)
+        infos = self.store.branches(name)
+        if not infos:
+            raise NotFoundError(f"no experiment {name}")
+        created = self.store.read_branch(BranchRef(name, "main"), upto_seq=1)[0]
+        p = created.payload
+        rows = [self._branch_row(info.ref) for info in infos]
+        return Experiment(name, p.get("domain"), p.get("description", ""), p.get("config") or {},
+                          created.recorded_at, Table(BranchRow._fields, rows))  # fmt: skip
+
+    def branch(self, ref: str) -> Branch:
+        """EXPERIMENT/BRANCH: its parent, fork point and head."""
+        branch = BranchRef.parse(ref, allow_seq=False)
+        info = self.store.branch(branch)
+        head_seq, head_hash = self.store.head(branch)
+        parent = str(info.parent) if info.parent else None
+        return Branch(str(branch), info.experiment, info.name, parent, info.fork_seq, head_seq, head_hash)
+
+    def events(self, ref: str) -> Table[StoredEvent]:
+        """The effective history of EXPERIMENT/BRANCH (inherited prefix included), or of
+        EXPERIMENT/BRANCH@SEQ up to that seq; one row per event, payloads as dicts."""
+        return Table(EVENT_COLUMNS, self.store.read_branch(BranchRef.parse(ref)))
+
+    def evaluations(self, target: str) -> Table[EvaluationRow]:
+        """Avg@k evaluations (EvaluationRecorded) of EXPERIMENT/BRANCH's history, or of every
+        branch of EXPERIMENT (each event once, on the branch that recorded it)."""
+        rows = []
+        for e in self._events_of(target, "EvaluationRecorded"):
+            p = e.payload
+            part = p.get("request", {}).get("part")
+            rows.append(EvaluationRow(e.experiment, e.branch, e.seq, p["policy_sha256"], p["metric"], p["avg_at_k"],
+                                      p["pass_at_k"], p["k"], p["problems"], part, e.recorded_at))  # fmt: skip
+        return Table(EvaluationRow._fields, rows)
+
+    def training_metrics(self, target: str) -> Table[TrainingStepRow]:
+        """Per-step GRPO metrics (TrainingCompleted.step_metrics) of EXPERIMENT/BRANCH's
+        history, or of every branch of EXPERIMENT; one row per step and metric."""
+        rows: list[TrainingStepRow] = []
+        for e in self._events_of(target, "TrainingCompleted"):
+            policy = e.payload["policy_sha256"]
+            for step, metrics in enumerate(e.payload.get("step_metrics", []), start=1):
+                at = int(metrics.get("step", step))
+                rows.extend(TrainingStepRow(e.experiment, e.branch, e.seq, policy, at, name, value)
+                            for name, value in metrics.items() if name != "step")  # fmt: skip
+        return Table(TrainingStepRow._fields, rows)
+
+    def sql(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None, timeout_ms: int = 30_000
+    ) -> Table[tuple[Any, ...]]:
+        """One read-only query over the lineage's views and tables (the rules of `evotrainer
+        sql`: a write, a second statement or a setting change is a ReadOnlyViolation).
+        `params` fill %s placeholders (or %(name)s with a mapping)."""
+        from evotrainer.lineage.projections import Projector
+        from evotrainer.lineage.readonly import run_query
+
+        Projector(self.store).catch_up()
+        result = run_query(self.store.conn, query, timeout_ms, params)
+        return Table(tuple(result.columns), result.rows)
+
+    def lineage(self, experiment: str | None = None) -> Lineage:
+        """The branch tree of EXPERIMENT (every experiment when None): each branch's fork
+        point, status (incumbent: the best so far), head and scores."""
+        from evotrainer.evolve.promotion import incumbent_of
+        from evotrainer.lineage.dag import LineageDAG
+        from evotrainer.lineage.projections import Projector
+        from evotrainer.lineage.tree import render_dot, render_tree, summaries
+
+        if experiment is not None:
+            check_name("experiment", experiment)
+        Projector(self.store).catch_up()
+        dag = LineageDAG.from_store(self.store, experiment)
+        if experiment is not None and not dag.nodes:
+            raise NotFoundError(f"no experiment {experiment}")
+        names = {ref.partition("/")[0] for ref in dag.nodes}
+        incumbents = {str(incumbent_of(self.store, name)) for name in names}
+        info = summaries(self.store.conn, experiment, incumbents)
+        rows = [LineageRow(s.ref, s.parent, s.fork_seq, s.head_seq, s.status, s.last_score, s.best_score)
+                for s in (info[ref] for ref in dag.topological_order() if ref in info)]  # fmt: skip
+        return Lineage(Table(LineageRow._fields, rows), dag, tuple(render_tree(dag, info)), render_dot(dag, info), info)
+
+    def audit(
+        self, ref: str | None = None, *, heads: Mapping[str, Mapping[str, Any]] | None = None,
+        trust: Iterable[Path] | None = None, artifacts: bool = False, promotions: bool = False,
+    ) -> Audit:
+        """Verify the hash chains of EXPERIMENT/BRANCH and its ancestors (every branch when
+        None) and every signed anchor of them. `heads` (an earlier audit's) also proves none
+        was truncated; `artifacts` re-hashes every artifact the events reference;
+        `promotions` adds the PromotionDecided events of the lineage."""
+        from evotrainer.client.auditing import audit_record, promotion_decisions
+
+        branch = BranchRef.parse(ref, allow_seq=False) if ref else None
+        report, signed = audit_record(self.store, branch, heads, trust, artifacts)
+        decisions = tuple(promotion_decisions(self.store, branch)) if promotions else ()
+        return Audit(report.intact, report.branches, report.events, tuple(report.problems),
+                     report.heads, signed, decisions)  # fmt: skip
+
+    def replay(self, ref: str) -> Replay:
+        """Re-execute the branch's recorded train, evaluate, diagnose and backtest tasks and
+        compare their outputs hash for hash, stopping at the first that differs. A task
+        that cannot run here (an artifact this store lacks) raises CannotReplayError."""
+        from evotrainer.fleet.replay import replay_branch
+        from evotrainer.training.progress import quiet_libraries
+
+        branch = BranchRef.parse(ref, allow_seq=False)
+        self.store.branch(branch)
+        quiet_libraries()
+        rows = []
+        for done in replay_branch(self.store, branch):
+            r = done.request
+            rows.append(ReplayedRow(f"{r.experiment}/{r.branch}@{r.seq}", done.kind, done.task_id,
+                                    done.difference is None, done.difference, done.environment_changed))  # fmt: skip
+            if done.difference is not None:
+                break
+        return Replay(str(branch), Table(ReplayedRow._fields, rows))
+
+    # -- writing --------------------------------------------------------------------
+
+    def create_experiment(
+        self, name: str, *, description: str = "", domain: str | None = None, config: Mapping[str, Any] | None = None
+    ) -> Branch:
+        """Create NAME/main, whose first event is ExperimentCreated."""
+        payload: dict[str, Any] = {"description": description}
+        if domain is not None:
+            payload["domain"] = domain
+        if config is not None:
+            payload["config"] = dict(config)
+        self.store.create_experiment(name, payload)
+        return self.branch(f"{name}/main")
+
+    def append(
+        self, ref: str, event_type: str, payload: Mapping[str, Any], *, expected_seq: int | None = None,
+        idempotency_key: str | None = None, causation_id: str | None = None, correlation_id: str | None = None,
+    ) -> StoredEvent:
+        """Validate and append one event to EXPERIMENT/BRANCH; returns it as stored."""
+        branch = BranchRef.parse(ref, allow_seq=False)
+        if not isinstance(payload, Mapping):
+            raise UsageError("the payload must be a JSON object")
+        event = NewEvent(event_type, dict(payload), idempotency_key, causation_id, correlation_id)
+        return self.store.append(branch, [event], expected_seq=expected_seq)[0]
+
+    def fork(self, source: str, new_branch: str, reason: str = "", *, intervention: str | None = None) -> Branch:
+        """Start NEW_BRANCH sharing SOURCE's history up to its @SEQ (its head without one);
+        with `intervention` (proposed on SOURCE), under that intervention's harness."""
+        ref = BranchRef.parse(source)
+        if intervention is None:
+            forked = self.store.fork(ref, new_branch, reason)
+        else:
+            if reason:
+                raise UsageError("--reason and --intervention do not go together: the intervention is the reason")
+            from evotrainer.evolve import fork_for_intervention
+
+            forked = fork_for_intervention(self.store, ref, new_branch, intervention).forked
+        return self.branch(f"{forked.experiment}/{forked.branch}")
+
+    def diagnose(self, ref: str, evidence: str | None = None, *, record: bool = True) -> Diagnosis:
+        """Three-layer diagnosis of the branch's latest rollout evidence (or `evidence`, a
+        sha256 or prefix) under its harness; recorded as DiagnosisRecorded unless not `record`."""
+        from evotrainer.diagnostics.task import run_diagnosis
+
+        branch = BranchRef.parse(ref, allow_seq=False)
+        run = run_diagnosis(self.store, branch, evidence)
+        seq = self.store.append(branch, run.events())[-1].seq if record else None
+        d = run.diagnosis
+        findings = [FindingRow(f.layer, f.metric, f.value, f.severity, f.message) for f in d.findings]
+        return Diagnosis(str(branch), run.harness.address, run.evidence, run.rollouts,
+                         Table(FindingRow._fields, findings),
+                         tuple(f"{c.name}: {c.because} -> {c.suggestion}" for c in d.conditions),
+                         d.blocking, seq, d.to_json())  # fmt: skip
+
+    def propose(
+        self, ref: str, changes: Mapping[str, Any], hypothesis: str, *, criterion: str | None = None,
+        rollback: str | None = None, frozen: Sequence[str] | None = None, intervention_id: str | None = None,
+    ) -> Proposal:
+        """Record a single-factor intervention on the branch's harness (InterventionProposed):
+        `changes` is {FIELD: VALUE} with exactly one field, as `propose --set FIELD=VALUE`."""
+        from evotrainer.harness.intervention import design_intervention
+        from evotrainer.harness.versions import branch_harness
+
+        branch = BranchRef.parse(ref, allow_seq=False)
+        current = branch_harness(self.store, branch)
+        designed = design_intervention(current.spec, dict(changes), hypothesis=hypothesis,
+                                       success_criterion=criterion, rollback_plan=rollback,
+                                       frozen_fields=list(frozen) if frozen else None, proposer="human",
+                                       intervention_id=intervention_id)  # fmt: skip
+        events = current.unrecorded_default()
+        e = designed.event
+        events.append(NewEvent.of(e, idempotency_key=f"intervention:{e.intervention_id}"))
+        seq = self.store.append(branch, events)[-1].seq
+        return Proposal(e.intervention_id, e.field, e.old_value, e.new_value, e.hypothesis, e.success_criterion,
+                        designed.candidate.address(), seq)  # fmt: skip
+
+    def promote(self, ref: str, *, record: bool = True) -> Promotion:
+        """Run the promotion gate on a candidate branch: promoted if it beats the best so far
+        by the gate's margin with no blocking diagnostic. Recorded on EXPERIMENT/main as
+        PromotionDecided (with its SkillRecorded) unless not `record`."""
+        from evotrainer.evolve import decide_promotion, record_promotion
+
+        candidate = BranchRef.parse(ref, allow_seq=False)
+        where = None
+        if record:
+            decision, stored = record_promotion(self.store, candidate)
+            payload, where = stored.payload, f"{stored.experiment}/{stored.branch}@{stored.seq}"
+        else:
+            decision = decide_promotion(self.store, candidate)
+            payload = decision.decided.model_dump(mode="json")
+        skill = decision.skill.skill_id if decision.skill is not None else None
+        return Promotion(payload["candidate"], payload["decision"] == "promoted", payload["reason"], where, skill,
+                         payload)  # fmt: skip
+
+    def run(
+        self, config: str | Path | Mapping[str, Any] | ExperimentConfig, *, iterations: int | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Run the evolve loop (or resume it from its log): `config` is a TOML file, a dict of
+        its fields, or an ExperimentConfig. `say` receives the loop's progress lines."""
+        from evotrainer.evolve.controller import run_experiment
+
+        loaded = experiment_config(config)
+        _quiet_when_local()
+        if iterations is not None:
+            if iterations < 1:
+                raise UsageError("iterations must be at least 1")
+            loaded = loaded.model_copy(update={"iterations": iterations})
+        summary = run_experiment(self.store, loaded, say=say or (lambda line: None))
+        return RunResult(str(summary.best), summary.best_score, summary.candidates, summary.promoted,
+                         summary.steps_spent)  # fmt: skip
+
+    def compare(
+        self, config: str | Path | Mapping[str, Any] | ExperimentConfig, *, seeds: int = 3,
+        budget_steps: int | None = None, say: Callable[[str], None] | None = None,
+    ) -> Comparison:
+        """The loop against the fixed recipe at equal GRPO steps for each seed, scored on the
+        held-out test half (resumable); recorded as ComparisonRecorded."""
+        from evotrainer.evolve.compare import compare
+
+        loaded = experiment_config(config)
+        _quiet_when_local()
+        stored = compare(self.store, loaded, seeds, budget_steps, say=say or (lambda line: None))
+        p = stored.payload
+        rows = [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"]) for r in p["seeds"]]
+        low, high = p["interval"]
+        return Comparison(p["gain"], (low, high), p["loop_mean"], p["fixed_mean"],
+                          f"{stored.experiment}/{stored.branch}@{stored.seq}",
+                          Table(("seed", "fixed", "loop", "gain", "loop_steps"), rows), p)  # fmt: skip
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _branch_row(self, ref: BranchRef) -> BranchRow:
+        info = self.store.branch(ref)
+        head_seq, head_hash = self.store.head(ref)
+        return BranchRow(str(ref), str(info.parent) if info.parent else None, info.fork_seq, head_seq, head_hash)
+
+    def _events_of(self, target: str, event_type: str) -> list[StoredEvent]:
+        """Events of one type in a branch's effective history (EXPERIMENT/BRANCH), or on
+        every branch of an experiment (EXPERIMENT), each once, in the order recorded."""
+        if "/" in target:
+            return [e for e in self.store.read_branch(BranchRef.parse(target)) if e.type == event_type]
+        from evotrainer.store import sql
+        from evotrainer.store.records import row_to_event
+
+        check_name("experiment", target)
+        if not self.store.branches(target):
+            raise NotFoundError(f"no experiment {target}")
+        rows = self.store.conn.execute(
+            sql.SELECT_EVENTS + " WHERE b.experiment = %s AND e.type = %s ORDER BY e.transaction_id, e.position",
+            (target, event_type),
+        ).fetchall()
+        return [row_to_event(row) for row in rows]
+
+
+def _quiet_when_local() -> None:
+    """Without a broker the tasks run in this process, as under the CLI: their libraries'
+    progress bars and warnings go to the log (EVOTRAINER_HOME/logs), not into a notebook."""
+    from evotrainer import config as settings
+
+    if not settings.broker_url():
+        from evotrainer.training.progress import quiet_libraries
+
+        quiet_libraries()
+
+
+def experiment_config(config: str | Path | Mapping[str, Any] | ExperimentConfig) -> ExperimentConfig:
+    """An ExperimentConfig from a TOML file's path, a dict of its fields, or itself."""
+    from evotrainer.evolve.experiment_config import ExperimentConfig
+
+    if isinstance(config, ExperimentConfig):
+        return config
+    if isinstance(config, str | Path):
+        return ExperimentConfig.load(config)
+    if isinstance(config, Mapping):
+        return ExperimentConfig.parse(dict(config))
+    raise UsageError(f"an experiment config is a TOML path, a dict or an ExperimentConfig, not {type(config).__name__}")

@@ -1,0 +1,238 @@
+"""What the client returns: frozen dataclasses, and the row types of its tables.
+
+Rows are named tuples (cheap to build by the hundred thousand, and DataFrames take them
+as they are); everything else is a frozen dataclass. Nothing here imports more than the
+standard library, so the CLI's reading commands can use the client without cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from evotrainer.client.tables import Table
+
+if TYPE_CHECKING:
+    from evotrainer.lineage.dag import LineageDAG
+    from evotrainer.lineage.tree import BranchSummary
+    from evotrainer.store import StoredEvent
+    from evotrainer.store.audit import AuditProblem
+
+
+class BranchRow(NamedTuple):
+    ref: str
+    parent: str | None
+    fork_seq: int
+    head_seq: int
+    head_hash: str
+
+
+class ExperimentRow(NamedTuple):
+    experiment: str
+    domain: str | None
+    description: str | None
+    created_at: datetime
+
+
+class LineageRow(NamedTuple):
+    ref: str
+    parent: str | None
+    fork_seq: int
+    head_seq: int
+    status: str
+    """incumbent (the best so far), start, promoted, rejected, or running (not decided yet)."""
+    last_score: float | None
+    best_score: float | None
+
+
+class EvaluationRow(NamedTuple):
+    experiment: str
+    branch: str
+    seq: int
+    policy_sha256: str
+    metric: str
+    avg_at_k: float
+    pass_at_k: float
+    k: int
+    problems: int
+    part: str | None
+    """Which half of the held-out split: selection or test (None: the whole split)."""
+    recorded_at: datetime
+
+
+class TrainingStepRow(NamedTuple):
+    """One metric of one GRPO step (long format: pivot on `metric` for one column each)."""
+
+    experiment: str
+    branch: str
+    seq: int
+    """The TrainingCompleted event's seq on its branch."""
+    policy_sha256: str
+    step: int
+    metric: str
+    value: float | None
+
+
+class ReplayedRow(NamedTuple):
+    at: str
+    """EXPERIMENT/BRANCH@SEQ of the TaskRequested."""
+    kind: str
+    task_id: str
+    identical: bool
+    difference: str | None
+    environment_changed: bool
+
+
+class FindingRow(NamedTuple):
+    layer: str
+    metric: str
+    value: float | None
+    severity: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Branch:
+    """A branch and where its history stands."""
+
+    ref: str
+    experiment: str
+    name: str
+    parent: str | None
+    fork_seq: int
+    """Events inherited from the parent (0 for a main)."""
+    head_seq: int
+    head_hash: str
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    domain: str | None
+    description: str
+    config: dict[str, Any]
+    created_at: datetime
+    branches: Table[BranchRow]
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """The branch tree of one experiment (or of all)."""
+
+    branches: Table[LineageRow]
+    dag: LineageDAG
+    lines: tuple[str, ...]
+    """The tree as `evotrainer lineage` draws it."""
+    dot: str
+    """The tree as a Graphviz digraph."""
+    summaries: dict[str, BranchSummary]
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Each branch's summary with its children, as `evotrainer lineage --json` prints it."""
+        from evotrainer.lineage.tree import as_json
+
+        return as_json(self.dag, self.summaries)
+
+
+@dataclass(frozen=True)
+class Audit:
+    """Whether every hash chain and signed anchor holds; the first bad event if not."""
+
+    intact: bool
+    branches: int
+    events: int
+    problems: tuple[AuditProblem, ...]
+    """What is wrong where (str(): EXPERIMENT/BRANCH@SEQ: problem), first bad event first."""
+    heads: dict[str, dict[str, Any]]
+    """Each branch's head seq and hash: keep them to prove later that none was truncated."""
+    signed_anchors: int
+    promotions: tuple[StoredEvent, ...] = ()
+    """PromotionDecided events of the lineage, with the evidence each decision cites
+    (when asked for)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"intact": self.intact, "branches": self.branches, "events": self.events,
+                "first_problem": str(self.problems[0]) if self.problems else None,
+                "problems": [asdict(p) for p in self.problems],
+                "heads": self.heads, "signed_anchors": self.signed_anchors}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Re-executed tasks of a branch, in order, up to the first that differs."""
+
+    branch: str
+    tasks: Table[ReplayedRow]
+
+    @property
+    def identical(self) -> bool:
+        return all(row.identical for row in self.tasks)
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    branch: str
+    harness_hash: str
+    evidence: str
+    rollouts: int
+    findings: Table[FindingRow]
+    conditions: tuple[str, ...]
+    """NAME: because -> suggestion."""
+    blocking: bool
+    recorded_seq: int | None
+    details: dict[str, Any] = field(default_factory=dict)
+    """The diagnosis as DiagnosisRecorded stores it."""
+
+
+@dataclass(frozen=True)
+class Proposal:
+    intervention_id: str
+    field: str
+    old_value: Any
+    new_value: Any
+    hypothesis: str
+    success_criterion: str
+    candidate_hash: str
+    """The harness the intervention would run under."""
+    recorded_seq: int
+
+
+@dataclass(frozen=True)
+class Promotion:
+    candidate: str
+    promoted: bool
+    reason: str
+    recorded_at: str | None
+    """EXPERIMENT/main@SEQ of PromotionDecided (None when not recorded)."""
+    skill: str | None
+    decision: dict[str, Any]
+    """The PromotionDecided payload, evidence included."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What `run` ended with: the best so far and what the loop tried."""
+
+    best: str
+    best_score: float | None
+    candidates: int
+    promoted: int
+    steps_spent: int
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The loop against the fixed recipe: ComparisonRecorded's figures."""
+
+    gain: float
+    interval: tuple[float, float]
+    loop_mean: float
+    fixed_mean: float
+    recorded_at: str
+    seeds: Table[tuple[Any, ...]]
+    """seed, fixed score, loop score, gain, loop steps."""
+    payload: dict[str, Any]
