@@ -10,7 +10,7 @@ import typer
 from evotrainer.cli.render import print_json
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, StoredEvent
+from evotrainer.store import EventStore
 
 
 def audit_command(
@@ -31,7 +31,7 @@ def audit_command(
     """Verify hash chains and every signed anchor (`evotrainer anchor`). Exit 0 intact, 1
     altered (first bad event named), 2 usage error."""
     from evotrainer.store.anchors import stored_anchors, trusted_keys, verify_signed_anchors
-    from evotrainer.store.audit import audit, verify_anchors
+    from evotrainer.store.audit import audit, decision_lines, promotion_decisions, verify_anchors
 
     branch = BranchRef.parse(ref, allow_seq=False) if ref else None
     anchored = _read_anchors(anchors) if anchors else None
@@ -44,7 +44,7 @@ def audit_command(
         report.problems.extend(verify_signed_anchors(store, signed, trusted))
         if artifacts:
             report.problems.extend(_audit_artifacts(store, branch))
-        decisions = _decisions(store, branch) if promotions else []
+        decisions = promotion_decisions(store, branch) if promotions else []
     if as_json:
         print_json({**report.to_json(), "signed_anchors": len(signed),
                     **({"promotions": [d.to_json() for d in decisions]} if promotions else {})})  # fmt: skip
@@ -56,50 +56,10 @@ def audit_command(
         for problem in report.problems[1:]:
             typer.echo(f"  also {problem}")
     if promotions and not as_json:
-        _print_decisions(decisions)
+        for line in decision_lines(decisions):
+            typer.echo(line)
     if not report.intact:
         raise typer.Exit(1)
-
-
-def _decisions(store: EventStore, branch: BranchRef | None) -> list[StoredEvent]:
-    """PromotionDecided events (recorded on each experiment's main), oldest first; with a
-    branch, those whose candidate is the branch or one of its ancestors."""
-    experiments = [branch.experiment] if branch else sorted({info.experiment for info in store.branches()})
-    lineage = {f"{e.experiment}/{e.branch}" for e in store.read_branch(branch)} if branch else None
-    found = []
-    for experiment in experiments:
-        for event in store.read_branch(BranchRef(experiment, "main")):
-            if event.type == "PromotionDecided" and (lineage is None or event.payload["candidate"] in lineage):
-                found.append(event)
-    return found
-
-
-def _print_decisions(decisions: list[StoredEvent]) -> None:
-    if not decisions:
-        typer.echo("no promotion decision in this lineage")
-    for event in decisions:
-        p = event.payload
-        evidence = p.get("evidence", {})
-        said = p.get("reason") or f"{p['decision']} {p['candidate']}"
-        typer.echo(f"{event.experiment}/{event.branch}@{event.seq}: {said}")
-        for role in ("candidate_evaluation", "baseline_evaluation"):
-            if role in evidence:
-                e = evidence[role]
-                typer.echo(f"  {role.replace('_', ' ')}: {e['branch']} policy {e['policy_sha256'][:12]} "
-                           f"results {e['results_sha256'][:12]} (event {e['event_id']})")  # fmt: skip
-        if "diagnosis" in evidence:
-            typer.echo(f"  diagnosis: event {evidence['diagnosis']['event_id']} of evidence "
-                       f"{evidence['diagnosis']['evidence'][:12]}")  # fmt: skip
-        if "gate" in evidence:
-            g = evidence["gate"]
-            conditions = ", ".join(g["blocking_conditions"]) or "no condition"
-            typer.echo(f"  gate: harness {g['harness_hash'][:12]}, min_margin {g['min_margin']}, blocking at "
-                       f"{g['blocking_severity']} or {conditions}")  # fmt: skip
-        if evidence.get("criterion"):
-            c = evidence["criterion"]
-            typer.echo(f"  criterion {c['text']}: {c['outcome']}")
-        if not evidence:
-            typer.echo("  (recorded without the gate's evidence)")
 
 
 def _audit_artifacts(store, branch: BranchRef | None) -> list:  # type: ignore[no-untyped-def,type-arg]
