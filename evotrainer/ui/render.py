@@ -39,7 +39,7 @@ class Links:
     def rollouts(self, ref: str, evidence: str, positions: list[int]) -> str | None:
         experiment, _, name = ref.partition("/")
         at = ",".join(str(i) for i in positions)
-        return f"/e/{quote(experiment)}/b/{quote(name)}/rollouts/{quote(evidence)}?{urlencode({'at': at})}"
+        return f"/e/{quote(experiment)}/b/{quote(name)}/rollouts/{quote(evidence)}?at={at}"
 
     def intervention(self, experiment: str, intervention_id: str) -> str | None:
         return f"/e/{quote(experiment)}/interventions/{quote(intervention_id, safe='')}"
