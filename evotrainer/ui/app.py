@@ -39,6 +39,7 @@ from evotrainer.store import EventStore
 from evotrainer.ui import reads
 from evotrainer.ui.render import Links, Pages
 from evotrainer.ui.svg import Edge, curve_svg, lineage_svg
+from evotrainer.ui.tables import branch_table
 
 log = logging.getLogger("evotrainer.ui")
 READ_METHODS = frozenset({"GET", "HEAD"})
@@ -157,7 +158,7 @@ def create_app(database_url: str | None = None, token: str | None = None, poll_m
 
     def lineage(store: EventStore, request: Request) -> dict[str, Any]:
         found = reads.lineage(store, request.path_params["experiment"])
-        return {"lineage": found, "graph": lineage_graph(found, links)}
+        return {"lineage": found, "graph": lineage_graph(found, links), "table": branch_table(found, links)}
 
     def branch(store: EventStore, request: Request) -> dict[str, Any]:
         found = reads.branch(store, _ref(request))

@@ -69,13 +69,13 @@ class Lineage:
 
 def lineage(store: EventStore, experiment: str) -> Lineage:
     """The experiment's branch graph with the statuses `evotrainer lineage` shows."""
-    from evotrainer.evolve.promotion import incumbent_of
+    from evotrainer.evolve.promotion import incumbent_in_projections
 
     check_name("experiment", experiment)
     dag = LineageDAG.from_store(store, experiment)
     if not dag.nodes:
         raise NotFoundError(f"no experiment {experiment}")
-    incumbent = str(incumbent_of(store, experiment))
+    incumbent = str(incumbent_in_projections(store, experiment))
     info = summaries(store.conn, experiment, {incumbent})
     edges = {ref: (reason or "", iv) for ref, reason, iv in store.conn.execute(FORK_EDGES, (experiment,))}
     running = store.conn.execute(RUNNING_TASKS, (experiment, None, None)).fetchall()

@@ -8,6 +8,7 @@ the report does not include gets no link (its text is shown plain).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -15,6 +16,7 @@ from urllib.parse import quote, urlencode
 import jinja2
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+_PLAIN = re.compile(r"[A-Za-z0-9._-]+")  # what a URL path segment holds unquoted
 
 
 class Links:
@@ -29,8 +31,9 @@ class Links:
         return f"/e/{quote(experiment)}"
 
     def branch(self, ref: str) -> str | None:
+        # Names are letters, digits, '.', '_' and '-' (refs.check_name): nothing to quote.
         experiment, _, name = ref.partition("/")
-        return f"/e/{quote(experiment)}/b/{quote(name)}"
+        return f"/e/{experiment}/b/{name}"
 
     def audit(self, ref: str) -> str | None:
         experiment, _, name = ref.partition("/")
@@ -42,7 +45,8 @@ class Links:
         return f"/e/{quote(experiment)}/b/{quote(name)}/rollouts/{quote(evidence)}?at={at}"
 
     def intervention(self, experiment: str, intervention_id: str) -> str | None:
-        return f"/e/{quote(experiment)}/interventions/{quote(intervention_id, safe='')}"
+        safe = intervention_id if _PLAIN.fullmatch(intervention_id) else quote(intervention_id, safe="")
+        return f"/e/{experiment}/interventions/{safe}"
 
     def diff(self, a: str, b: str) -> str | None:
         return f"/harness/diff?{urlencode({'a': a, 'b': b})}"

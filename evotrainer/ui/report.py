@@ -18,6 +18,7 @@ from evotrainer.store import EventStore
 from evotrainer.ui import reads
 from evotrainer.ui.render import Pages, ReportLinks
 from evotrainer.ui.svg import curve_svg
+from evotrainer.ui.tables import branch_table
 
 
 def write_report(store: EventStore, experiment: str, out: Path) -> list[Path]:
@@ -33,7 +34,7 @@ def write_report(store: EventStore, experiment: str, out: Path) -> list[Path]:
         found = reads.lineage(store, experiment)
         common = {"position": "", "live": False, "poll_ms": 0}
         rendered["index.html"] = pages.render("lineage.html", lineage=found, graph=lineage_graph(found, pages.links),
-                                              **common)  # fmt: skip
+                                              table=branch_table(found, pages.links), **common)  # fmt: skip
         for ref in found.dag.topological_order():
             b = reads.branch(store, BranchRef.parse(ref, allow_seq=False))
             curves = [curve_svg(title, points) for title, points in b.curves]
