@@ -50,6 +50,7 @@ bench: install
 	$(PY) bench/diagnose.py
 	$(PY) bench/sandbox.py
 	$(PY) bench/compare.py
+	$(PY) bench/ui.py
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3

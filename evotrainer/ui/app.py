@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import queue
 import secrets
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -109,21 +110,23 @@ class Guard:
             if given is None or not secrets.compare_digest(given, self.token):
                 await _plain(401, "a token is required: open the URL `evotrainer ui` printed")(scope, receive, send)
                 return
-            if request.query_params.get("token") and request.cookies.get(TOKEN_COOKIE) != self.token:
-                await self._with_cookie(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+        # With a valid ?token= and no cookie yet, set the cookie, so that links need no token.
+        cookie = self.token is not None and bool(request.query_params.get("token")) and \
+            request.cookies.get(TOKEN_COOKIE) != self.token
+        started = time.perf_counter()
 
-    async def _with_cookie(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the request on and set the token cookie, so that links need no token."""
-
-        async def send_with_cookie(message: Any) -> None:
+        async def send_with_headers(message: Any) -> None:
             if message["type"] == "http.response.start":
-                cookie = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
-                message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode())]
+                # Server-Timing: the time the app took to build the response (bench/ui.py reads it).
+                took = f"app;dur={(time.perf_counter() - started) * 1000:.2f}"
+                headers = [*message.get("headers", []), (b"server-timing", took.encode())]
+                if cookie:
+                    value = f"{TOKEN_COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+                    headers.append((b"set-cookie", value.encode()))
+                message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, send_with_cookie)
+        await self.app(scope, receive, send_with_headers)
 
 
 def _token_of(request: Request) -> str | None:
