@@ -36,7 +36,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from evotrainer.errors import UsageError
 from evotrainer.lineage.readonly import read_only
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, GlobalPosition
 from evotrainer.ui import reads
 from evotrainer.ui.render import Links, Pages
 from evotrainer.ui.svg import Edge, curve_svg, lineage_svg
@@ -83,8 +83,20 @@ class StorePool:
 
 
 def position_of(store: EventStore) -> str:
-    """The store's global position, as the live pages compare it."""
-    at = store.last_position()
+    """The store's global position (its newest committed event), as /api/position says it."""
+    return _text(store.last_position())
+
+
+def projected_position(store: EventStore) -> str:
+    """How far the projections a page was built from had got. A live page fetches itself
+    again while this differs from /api/position: also when the projections lag behind the
+    log (another writer's transaction still open), until they have caught up."""
+    from evotrainer.lineage.projections import Projector
+
+    return _text(Projector(store).position())
+
+
+def _text(at: GlobalPosition) -> str:
     return f"{at.transaction_id}:{at.position}"
 
 
@@ -151,7 +163,7 @@ def create_app(database_url: str | None = None, token: str | None = None, poll_m
         def endpoint(request: Request) -> Response:
             with pool.reading() as store:
                 context = build(store, request)
-                position = position_of(store)
+                position = projected_position(store)
             return HTMLResponse(pages.render(template, position=position, live=True, poll_ms=poll_ms, **context))
 
         return endpoint

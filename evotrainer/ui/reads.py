@@ -43,10 +43,16 @@ SELECT c.experiment || '/' || c.name, f.payload ->> 'reason', iv.payload ->> 'in
  WHERE c.experiment = %s AND c.parent_id IS NOT NULL
 """
 
+# Tasks in flight: requested in the log with no outcome yet, and where the fleet has got
+# with them (queued, running on a worker, its last heartbeat) when a dispatcher handed
+# them out (a task run in-process has no fleet row).
 RUNNING_TASKS = """
-SELECT branch, kind, task_id, status, attempts, worker FROM projections.tasks
- WHERE experiment = %s AND status IN ('requested', 'retrying') AND (%s::text IS NULL OR branch = %s)
- ORDER BY requested_position
+SELECT t.branch, t.kind, t.task_id, coalesce(f.state, t.status), greatest(t.attempts, f.attempts),
+       coalesce(f.worker, t.worker), f.heartbeat_at
+  FROM projections.tasks t
+  LEFT JOIN fleet_tasks f ON f.experiment = t.experiment AND f.branch = t.branch AND f.task_id = t.task_id
+ WHERE t.experiment = %s AND t.status IN ('requested', 'retrying') AND (%s::text IS NULL OR t.branch = %s)
+ ORDER BY t.requested_position
 """
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -193,8 +194,12 @@ def test_the_live_position_moves_after_an_append(client: TestClient, seeded: See
             "task_id": "t1", "kind": "train", "queue": "train", "inputs": {}})])  # fmt: skip
     after = client.get("/api/position").json()["position"]
     assert after != before
-    page = client.get("/e/live-check").text
-    assert f'data-position="{after}"' in page
+    # As the page's script does: fetch again until the page was built from projections
+    # that reached the log's position (another writer's open transaction can delay them).
+    deadline = time.monotonic() + 20
+    while f'data-position="{after}"' not in (page := client.get("/e/live-check").text):
+        assert time.monotonic() < deadline, "the projections never caught up"
+        time.sleep(0.2)
     assert "train" in page.split('id="running"')[1].split("</table>")[0]  # the task in flight, shown
 
 
