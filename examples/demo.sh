@@ -35,3 +35,7 @@ ev sql --file lineage/queries/branch_scores.sql
 ev replay "$x/lr-up"
 ev replay "$x/main" --projections
 ev audit --artifacts
+# The same record, to look at: the read-only dashboard, and a report to share.
+ev report "$x" --out "${EVOTRAINER_HOME:-$HOME/.evotrainer}/reports/$x"
+echo "Open the dashboard on this experiment (loopback only, read-only):"
+echo "  .venv/bin/evotrainer ui   # then http://127.0.0.1:8765/e/$x"

@@ -42,8 +42,8 @@ def test_the_site_builds_strict_with_every_command(tmp_path: Path) -> None:
     assert 'id="evotrainer.client.client.Client.sql"' in api
 
 
-def test_the_proposed_readme_example_runs_as_written(cli_env: dict[str, str]) -> None:
-    text = (ROOT / "README-PROPOSED.md").read_text(encoding="utf-8")
+def test_the_readme_python_example_runs_as_written(cli_env: dict[str, str]) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
     example = re.search(r"```python\n(.*?)```", text, re.S)
     assert example is not None and len(example.group(1).strip().splitlines()) == 5
     python = ROOT / ".venv" / "bin" / "python"

@@ -66,6 +66,9 @@ COMMANDS: dict[str, CommandSpec] = {
                      " half, and record the gain with its bootstrap interval (resumable: run it again after a kill)."),
     "status": _spec("evolve:status_command", "The experiment's GRPO step budget (spent, left), each branch's steps,"
                     " verdict and selection score, the best so far, and the tasks running now."),
+    "ui": _spec("ui:ui_command", "Serve the read-only dashboard: experiments, lineage graphs, branches, audits."),
+    "report": _spec("ui:report_command", "Write a static HTML report of an experiment (its graph, one page per"
+                    " branch)."),
     "worker": _spec("fleet:worker_command", "Run a worker: consume the fleet's queues and run the tasks (in-process"
                     " without a broker)."),
     "dispatcher": _spec("fleet:dispatcher_command", "Hand requested tasks to the broker and requeue tasks whose"

@@ -9,7 +9,7 @@ import typer
 
 from evotrainer.cli.render import print_json
 from evotrainer.errors import UsageError
-from evotrainer.store import EventStore, StoredEvent
+from evotrainer.store import EventStore
 
 
 def audit_command(
@@ -30,6 +30,7 @@ def audit_command(
     """Verify hash chains and every signed anchor (`evotrainer anchor`). Exit 0 intact, 1
     altered (first bad event named), 2 usage error."""
     from evotrainer.client import connect
+    from evotrainer.store.audit import decision_lines
 
     anchored = _read_anchors(anchors) if anchors else None
     with connect() as client:
@@ -46,37 +47,10 @@ def audit_command(
         for problem in result.problems[1:]:
             typer.echo(f"  also {problem}")
     if promotions and not as_json:
-        _print_decisions(list(result.promotions))
+        for line in decision_lines(list(result.promotions)):
+            typer.echo(line)
     if not result.intact:
         raise typer.Exit(1)
-
-
-def _print_decisions(decisions: list[StoredEvent]) -> None:
-    if not decisions:
-        typer.echo("no promotion decision in this lineage")
-    for event in decisions:
-        p = event.payload
-        evidence = p.get("evidence", {})
-        said = p.get("reason") or f"{p['decision']} {p['candidate']}"
-        typer.echo(f"{event.experiment}/{event.branch}@{event.seq}: {said}")
-        for role in ("candidate_evaluation", "baseline_evaluation"):
-            if role in evidence:
-                e = evidence[role]
-                typer.echo(f"  {role.replace('_', ' ')}: {e['branch']} policy {e['policy_sha256'][:12]} "
-                           f"results {e['results_sha256'][:12]} (event {e['event_id']})")  # fmt: skip
-        if "diagnosis" in evidence:
-            typer.echo(f"  diagnosis: event {evidence['diagnosis']['event_id']} of evidence "
-                       f"{evidence['diagnosis']['evidence'][:12]}")  # fmt: skip
-        if "gate" in evidence:
-            g = evidence["gate"]
-            conditions = ", ".join(g["blocking_conditions"]) or "no condition"
-            typer.echo(f"  gate: harness {g['harness_hash'][:12]}, min_margin {g['min_margin']}, blocking at "
-                       f"{g['blocking_severity']} or {conditions}")  # fmt: skip
-        if evidence.get("criterion"):
-            c = evidence["criterion"]
-            typer.echo(f"  criterion {c['text']}: {c['outcome']}")
-        if not evidence:
-            typer.echo("  (recorded without the gate's evidence)")
 
 
 def _read_anchors(path: Path) -> dict[str, dict[str, object]]:

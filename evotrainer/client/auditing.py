@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore, StoredEvent
+from evotrainer.store import EventStore
 from evotrainer.store.audit import AuditProblem, AuditReport
 
 
@@ -30,19 +30,6 @@ def audit_record(
     if artifacts:
         report.problems.extend(artifact_problems(store, branch))
     return report, len(signed)
-
-
-def promotion_decisions(store: EventStore, branch: BranchRef | None) -> list[StoredEvent]:
-    """PromotionDecided events (recorded on each experiment's main), oldest first; with a
-    branch, those whose candidate is the branch or one of its ancestors."""
-    experiments = [branch.experiment] if branch else sorted({info.experiment for info in store.branches()})
-    lineage = {f"{e.experiment}/{e.branch}" for e in store.read_branch(branch)} if branch else None
-    found = []
-    for experiment in experiments:
-        for event in store.read_branch(BranchRef(experiment, "main")):
-            if event.type == "PromotionDecided" and (lineage is None or event.payload["candidate"] in lineage):
-                found.append(event)
-    return found
 
 
 def artifact_problems(store: EventStore, branch: BranchRef | None) -> list[AuditProblem]:

@@ -172,7 +172,8 @@ class Client:
         None) and every signed anchor of them. `heads` (an earlier audit's) also proves none
         was truncated; `artifacts` re-hashes every artifact the events reference;
         `promotions` adds the PromotionDecided events of the lineage."""
-        from evotrainer.client.auditing import audit_record, promotion_decisions
+        from evotrainer.client.auditing import audit_record
+        from evotrainer.store.audit import promotion_decisions
 
         branch = BranchRef.parse(ref, allow_seq=False) if ref else None
         report, signed = audit_record(self.store, branch, heads, trust, artifacts)

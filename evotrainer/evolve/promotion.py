@@ -241,6 +241,20 @@ def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
     return _incumbent(store, experiment)[0]
 
 
+# incumbent_of's rule over the promotions projection: one indexed row instead of main's
+# whole history, for a reader that has just caught the projections up (the dashboard).
+_LATEST_PROMOTED = (
+    "SELECT candidate FROM projections.promotions WHERE experiment = %s AND branch = %s AND decision = 'promoted'"
+    " ORDER BY position DESC LIMIT 1"
+)
+
+
+def incumbent_in_projections(store: EventStore, experiment: str) -> BranchRef:
+    """What incumbent_of says, read from the caught-up promotions projection."""
+    row = store.conn.execute(_LATEST_PROMOTED, (experiment, DECISIONS_BRANCH)).fetchone()
+    return BranchRef.parse(row[0], allow_seq=False) if row else BranchRef(experiment, DECISIONS_BRANCH)
+
+
 def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, StoredEvent | None]:
     """The best so far, the head seq of main it was read at, and the decision that
     promoted it (None for main itself)."""

@@ -16,7 +16,8 @@ deliberate ones:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,17 @@ def _strip_literals(text: str) -> str:
     return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", text)
 
 
+@contextmanager
+def read_only(conn: psycopg.Connection[Any], timeout_ms: int = 30_000) -> Iterator[str]:
+    """A READ ONLY transaction with a statement timeout, as the reader role when the
+    connecting user may assume it (layers 3, 5 and 6 above); yields the role used. Any
+    code reading through `conn` inside it (library functions included) cannot write."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION READ ONLY")
+        conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}")
+        yield _assume_reader(conn)
+
+
 def run_query(
     conn: psycopg.Connection[Any], query: str, timeout_ms: int = 30_000,
     params: Sequence[Any] | Mapping[str, Any] | None = None,
@@ -75,10 +87,7 @@ def run_query(
     """Run one read-only query; `params` fill its %s (or %(name)s) placeholders, so values
     never need quoting into the text."""
     text = _single_query(query)
-    with conn.transaction():
-        conn.execute("SET TRANSACTION READ ONLY")
-        conn.execute(f"SET LOCAL statement_timeout = {int(timeout_ms)}")
-        role = _assume_reader(conn)
+    with read_only(conn, timeout_ms) as role:
         try:
             cursor = conn.execute(text, params, prepare=True)
         except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:

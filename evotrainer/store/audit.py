@@ -25,6 +25,7 @@ import orjson
 from evotrainer.refs import BranchRef
 from evotrainer.store.encoding import GENESIS_HASH, canonical_json, event_hash, format_time
 from evotrainer.store.eventstore import EventStore
+from evotrainer.store.records import StoredEvent
 
 
 @dataclass(frozen=True)
@@ -166,3 +167,51 @@ def verify_anchors(store: EventStore, anchors: dict[str, dict[str, Any]]) -> lis
         if seq > 0 and (not found or found[0].hash != head["hash"]):
             problems.append(AuditProblem(branch, seq, "anchored head is gone or changed (history truncated)"))
     return problems
+
+
+def promotion_decisions(store: EventStore, branch: BranchRef | None) -> list[StoredEvent]:
+    """PromotionDecided events (recorded on each experiment's main), oldest first; with a
+    branch, those whose candidate is the branch or one of its ancestors."""
+    experiments = [branch.experiment] if branch else sorted({info.experiment for info in store.branches()})
+    lineage = {f"{e.experiment}/{e.branch}" for e in store.read_branch(branch)} if branch else None
+    found = []
+    for experiment in experiments:
+        for event in store.read_branch(BranchRef(experiment, "main")):
+            if event.type == "PromotionDecided" and (lineage is None or event.payload["candidate"] in lineage):
+                found.append(event)
+    return found
+
+
+def describe_decision(event: StoredEvent) -> list[str]:
+    """One decision as `audit --promotions` prints it: where and what it said, then one
+    indented line per piece of evidence the gate recorded."""
+    p = event.payload
+    evidence = p.get("evidence", {})
+    said = p.get("reason") or f"{p['decision']} {p['candidate']}"
+    lines = [f"{event.experiment}/{event.branch}@{event.seq}: {said}"]
+    for role in ("candidate_evaluation", "baseline_evaluation"):
+        if role in evidence:
+            e = evidence[role]
+            lines.append(f"  {role.replace('_', ' ')}: {e['branch']} policy {e['policy_sha256'][:12]} "
+                         f"results {e['results_sha256'][:12]} (event {e['event_id']})")  # fmt: skip
+    if "diagnosis" in evidence:
+        lines.append(f"  diagnosis: event {evidence['diagnosis']['event_id']} of evidence "
+                     f"{evidence['diagnosis']['evidence'][:12]}")  # fmt: skip
+    if "gate" in evidence:
+        g = evidence["gate"]
+        conditions = ", ".join(g["blocking_conditions"]) or "no condition"
+        lines.append(f"  gate: harness {g['harness_hash'][:12]}, min_margin {g['min_margin']}, blocking at "
+                     f"{g['blocking_severity']} or {conditions}")  # fmt: skip
+    if evidence.get("criterion"):
+        c = evidence["criterion"]
+        lines.append(f"  criterion {c['text']}: {c['outcome']}")
+    if not evidence:
+        lines.append("  (recorded without the gate's evidence)")
+    return lines
+
+
+def decision_lines(decisions: list[StoredEvent]) -> list[str]:
+    """What `audit --promotions` prints for a lineage's decisions."""
+    if not decisions:
+        return ["no promotion decision in this lineage"]
+    return [line for event in decisions for line in describe_decision(event)]
