@@ -21,7 +21,8 @@ def audit_command(
     ),
     artifacts: bool = typer.Option(False, "--artifacts", help="Also re-hash every artifact the events reference."),
     promotions: bool = typer.Option(
-        False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage)."
+        False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage), "
+        "and mark a decision the gate did not record or whose evidence is not in the record as results of work."
     ),
     trust: Path = typer.Option(
         None, "--trust", help="A file of public keys (hex, one a line) whose signed anchors to accept, besides "
@@ -29,7 +30,7 @@ def audit_command(
     ),
 ) -> None:
     """Verify hash chains and every signed anchor (`evotrainer anchor`). Exit 0 intact, 1
-    altered (first bad event named), 2 usage error."""
+    altered (first bad event named) or, with --promotions, a decision not the gate's; 2 usage error."""
     from evotrainer.store.anchors import stored_anchors, trusted_keys, verify_signed_anchors
     from evotrainer.store.audit import audit, verify_anchors
 
@@ -45,9 +46,11 @@ def audit_command(
         if artifacts:
             report.problems.extend(_audit_artifacts(store, branch))
         decisions = _decisions(store, branch) if promotions else []
+    forged = {e.event_id: why for e, why in decisions if why is not None}
     if as_json:
+        shown = [{**e.to_json(), "not_the_gates": why} for e, why in decisions]
         print_json({**report.to_json(), "signed_anchors": len(signed),
-                    **({"promotions": [d.to_json() for d in decisions]} if promotions else {})})  # fmt: skip
+                    **({"promotions": shown} if promotions else {})})  # fmt: skip
     elif report.intact:
         held = f", {len(signed)} signed anchors hold" if signed else ""
         typer.echo(f"intact: {report.branches} branches, {report.events} events verified{held}")
@@ -57,27 +60,32 @@ def audit_command(
             typer.echo(f"  also {problem}")
     if promotions and not as_json:
         _print_decisions(decisions)
-    if not report.intact:
+        if forged:
+            typer.echo(f"NOT THE GATE'S: {len(forged)} promotion decisions the gate did not record or cannot vouch for")
+    if not report.intact or forged:
         raise typer.Exit(1)
 
 
-def _decisions(store: EventStore, branch: BranchRef | None) -> list[StoredEvent]:
-    """PromotionDecided events (recorded on each experiment's main), oldest first; with a
-    branch, those whose candidate is the branch or one of its ancestors."""
+def _decisions(store: EventStore, branch: BranchRef | None) -> list[tuple[StoredEvent, str | None]]:
+    """PromotionDecided events (recorded on each experiment's main), oldest first, each with
+    why it is not the gate's verdict (None: it is; evolve.promotion.judged_by_the_gate); with
+    a branch, those whose candidate is the branch or one of its ancestors."""
+    from evotrainer.evolve.promotion import judged_by_the_gate
+
     experiments = [branch.experiment] if branch else sorted({info.experiment for info in store.branches()})
     lineage = {f"{e.experiment}/{e.branch}" for e in store.read_branch(branch)} if branch else None
     found = []
     for experiment in experiments:
-        for event in store.read_branch(BranchRef(experiment, "main")):
-            if event.type == "PromotionDecided" and (lineage is None or event.payload["candidate"] in lineage):
-                found.append(event)
+        for event, why in judged_by_the_gate(store, store.read_branch(BranchRef(experiment, "main"))):
+            if lineage is None or event.payload["candidate"] in lineage:
+                found.append((event, why))
     return found
 
 
-def _print_decisions(decisions: list[StoredEvent]) -> None:
+def _print_decisions(decisions: list[tuple[StoredEvent, str | None]]) -> None:
     if not decisions:
         typer.echo("no promotion decision in this lineage")
-    for event in decisions:
+    for event, why in decisions:
         p = event.payload
         evidence = p.get("evidence", {})
         said = p.get("reason") or f"{p['decision']} {p['candidate']}"
@@ -98,8 +106,8 @@ def _print_decisions(decisions: list[StoredEvent]) -> None:
         if evidence.get("criterion"):
             c = evidence["criterion"]
             typer.echo(f"  criterion {c['text']}: {c['outcome']}")
-        if not evidence:
-            typer.echo("  (recorded without the gate's evidence)")
+        if why is not None:
+            typer.echo(f"  NOT THE GATE'S: {why}")
 
 
 def _audit_artifacts(store, branch: BranchRef | None) -> list:  # type: ignore[no-untyped-def,type-arg]

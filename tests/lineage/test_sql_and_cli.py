@@ -115,12 +115,12 @@ def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[st
     tree = run(cli_env, "lineage", "exp").stdout.splitlines()
     assert tree[0] == "exp"
     assert any("temp-up @" in line and "[rejected]" in line for line in tree)
-    # The promoted branch is the best so far; main is where the search started.
-    assert any("lr-down @" in line and "[incumbent]" in line and "avg 0.410" in line for line in tree)
-    assert any(line.startswith("└── main  [start]") for line in tree)
+    # The decisions were appended by hand, without the gate's evidence: the record shows
+    # them, but none makes a best so far, so main, where the search started, still is.
+    assert any("lr-down @" in line and "[promoted]" in line and "avg 0.410" in line for line in tree), tree
     nodes = json.loads(run(cli_env, "lineage", "exp", "--json").stdout)
     assert {n["ref"]: (n["status"], n["incumbent"]) for n in nodes} == {
-        "exp/main": ("start", False), "exp/temp-up": ("rejected", False), "exp/lr-down": ("incumbent", True)}
+        "exp/main": ("incumbent", True), "exp/temp-up": ("rejected", False), "exp/lr-down": ("promoted", False)}
     assert 'digraph lineage' in run(cli_env, "lineage", "--dot").stdout
     log = json.loads(run(cli_env, "log", "exp/lr-down", "--json").stdout)
     assert log[-1]["type"] == "EvaluationRecorded" and log[-3]["type"] == "BranchForked"
@@ -137,8 +137,19 @@ def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[st
     refused = run(cli_env, "sql", "DELETE FROM events")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert run(cli_env, "lineage", "nope").returncode == 2
-    nothing = run(cli_env, "replay", "exp/main")  # computations: these events came from no task
-    assert nothing.returncode == 0 and nothing.stdout.startswith("nothing to replay: exp/main"), nothing.stderr
+    # Computations: these results came from no task and no command, so replay cannot vouch for them.
+    unverified = run(cli_env, "replay", "exp/lr-down")
+    assert unverified.returncode == 1, unverified.stderr
+    lines = unverified.stdout.splitlines()
+    assert [line.split(": ")[0].split(" ")[1] for line in lines[:-2]] == [
+        "EvaluationRecorded", "BacktestCompleted", "PromotionDecided", "BacktestCompleted", "DiagnosisRecorded",
+        "EvaluationRecorded"]
+    assert lines[0].startswith("exp/main@2 EvaluationRecorded: UNVERIFIABLE: no task or command produced it")
+    assert "PromotionDecided: UNVERIFIABLE: recorded without the gate's evidence" in unverified.stdout
+    assert lines[-2] == "nothing to replay: exp/lr-down records no completed train, evaluate, diagnose, backtest task"
+    assert lines[-1] == "UNVERIFIABLE: 6 results in exp/lr-down that no task or command produced"
+    allowed = run(cli_env, "replay", "exp/lr-down", "--allow-unverified")
+    assert allowed.returncode == 0 and allowed.stdout.endswith("(allowed: --allow-unverified)\n"), allowed.stderr
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "lineage" / "queries").glob("*.sql")),
