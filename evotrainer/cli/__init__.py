@@ -19,6 +19,7 @@ import typer
 
 from evotrainer.cli.lazy import CommandSpec, LazyGroup
 from evotrainer.errors import EvotrainerError
+from evotrainer.offline import go_offline
 
 HELP = "Event-sourced experiment database and worker fleet for autonomous RL training."
 
@@ -90,6 +91,7 @@ ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if 
 
 
 def main(argv: list[str] | None = None) -> int:
+    go_offline()  # before any command imports a library of Hugging Face's (evotrainer.offline)
     command = root_command()
     try:
         # Without standalone mode, click returns the code of a `typer.Exit` instead of raising.
