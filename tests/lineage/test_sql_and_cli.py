@@ -51,6 +51,29 @@ def test_writes_are_refused_and_nothing_changes(store: EventStore, query: str) -
     assert store.conn.execute("SELECT to_regclass('evil')").fetchone()[0] is None
 
 
+HIDDEN_CALLS = [
+    """SELECT "set_config"('role', 'postgres', true)""",
+    """SELECT pg_catalog."pg_read_file"('/etc/shadow')""",
+    "SELECT '--', set_config('role', 'postgres', true)",
+    """SELECT $$'$$, "set_config"('role', 'postgres', true)""",
+    "SELECT E'\\'', set_config('role', 'postgres', true) --'",
+    "SELECT /* a /* nested */ comment */ set_config('role', 'postgres', true)",
+]
+
+
+@pytest.mark.parametrize("query", HIDDEN_CALLS)
+def test_a_refused_function_is_found_however_it_is_written(store: EventStore, query: str) -> None:
+    """Quoted names, and literals or comments that a naive filter reads wrongly, do not hide
+    a call from the filter (the reader role and the read-only transaction are the layers
+    behind it, not the only ones)."""
+    with pytest.raises(ReadOnlyViolation, match=r"(set_config|pg_read_file)\(\) is refused"):
+        run_query(store.conn, query)
+    with pytest.raises(ReadOnlyViolation, match="unicode-escaped"):
+        run_query(store.conn, 'SELECT U&"\\0073et_config"(1)')
+    assert run_query(store.conn, "SELECT 'a--b', $$it's$$, \"x\"\"y\" FROM (SELECT 1 AS \"x\"\"y\") t -- end").rows == [
+        ("a--b", "it's", 1)]
+
+
 def test_queries_run_as_the_reader_role(store: EventStore) -> None:
     store.create_experiment("exp")
     result = run_query(store.conn, "SELECT current_user, count(*) FROM branch_history('exp/main')")
