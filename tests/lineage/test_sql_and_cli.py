@@ -197,8 +197,19 @@ def test_lineage_marks_the_best_so_far_and_work_in_flight(store: EventStore, cli
     assert tree[1].startswith("└── main  [incumbent]")  # nothing promoted: the start is the best so far
     assert tree[2].startswith("    └── open @1  [running]")  # not decided yet
 
-    build_search(store)
-    request_task(store, BranchRef("exp", "main"), "noop", "noop-1")
-    tree = run(cli_env, "lineage", "exp").stdout.splitlines()
+    # A candidate the gate promoted (its evidence recorded as the tasks record theirs).
+    from evotrainer.artifacts import open_store
+    from evotrainer.evolve import fork_for_intervention, record_promotion
+    from tests.evolve.builders import evaluate, propose, start, trained
+
+    artifacts = open_store(Path(cli_env["EVOTRAINER_HOME"]) / "artifacts")
+    main = start(store)
+    evaluate(store, main, [0.5, 0.25] * 20, artifacts)
+    fork_for_intervention(store, main, "lr-up", propose(store, main, "grpo.learning_rate", 2e-5))
+    trained(store, BranchRef("demo", "lr-up"), "lr-up")
+    evaluate(store, BranchRef("demo", "lr-up"), [0.75, 0.5] * 20, artifacts)
+    assert record_promotion(store, BranchRef("demo", "lr-up"), artifacts)[0].promoted
+    request_task(store, main, "noop", "noop-1")
+    tree = run(cli_env, "lineage", "demo").stdout.splitlines()
     assert tree[1].startswith("└── main  [running]")  # not the incumbent, and a task in flight
-    assert any("lr-down @" in line and "[incumbent]" in line for line in tree)
+    assert any("lr-up @" in line and "[incumbent]" in line for line in tree)
