@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import Celery, signals
-from kombu import Exchange, Queue
+from evotrainer.offline import go_offline
 
-from evotrainer.fleet.config import QUEUES, FleetConfig
+go_offline()  # before Celery and the tasks import anything of Hugging Face's (evotrainer.offline)
+
+from celery import Celery, signals  # noqa: E402
+from kombu import Exchange, Queue  # noqa: E402
+
+from evotrainer.fleet.config import QUEUES, FleetConfig  # noqa: E402
 
 TASK_NAME = "evotrainer.run_task"
 

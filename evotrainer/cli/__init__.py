@@ -19,6 +19,7 @@ import typer
 
 from evotrainer.cli.lazy import CommandSpec, LazyGroup
 from evotrainer.errors import EvotrainerError
+from evotrainer.offline import go_offline
 
 HELP = "Event-sourced experiment database and worker fleet for autonomous RL training."
 
@@ -49,8 +50,9 @@ COMMANDS: dict[str, CommandSpec] = {
     "lineage": _spec("lineage:lineage_command", "The branch tree: each branch's fork point, status (incumbent: the"
                      " best so far; start, promoted, rejected, running: not decided yet), head and scores."),
     "replay": _spec("lineage:replay_command", "Re-execute the branch's recorded train, evaluate, diagnose and"
-                    " backtest tasks and compare their outputs hash for hash (or, with --projections, rebuild the"
-                    " projections); exit 0 identical, 1 at the first difference."),
+                    " backtest tasks and compare their outputs hash for hash, and name every result that no task"
+                    " or command produced as unverifiable (or, with --projections, rebuild the projections); exit 0"
+                    " identical, 1 at the first difference or when a result is unverifiable."),
     "diagnose": _spec("harness:diagnose_command", "Three-layer diagnosis of a branch's latest rollout evidence under"
                       " its harness."),
     "propose": _spec("harness:propose_command", "Propose a single-factor intervention on the branch's harness"
@@ -93,6 +95,7 @@ ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if 
 
 
 def main(argv: list[str] | None = None) -> int:
+    go_offline()  # before any command imports a library of Hugging Face's (evotrainer.offline)
     command = root_command()
     try:
         # Without standalone mode, click returns the code of a `typer.Exit` instead of raising.

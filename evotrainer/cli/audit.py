@@ -9,7 +9,7 @@ import typer
 
 from evotrainer.cli.render import print_json
 from evotrainer.errors import UsageError
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, StoredEvent
 
 
 def audit_command(
@@ -20,7 +20,8 @@ def audit_command(
     ),
     artifacts: bool = typer.Option(False, "--artifacts", help="Also re-hash every artifact the events reference."),
     promotions: bool = typer.Option(
-        False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage)."
+        False, "--promotions", help="Also list the evidence behind each promotion decision (of REF's lineage), "
+        "and mark a decision the gate did not record or whose evidence is not in the record as results of work."
     ),
     trust: Path = typer.Option(
         None, "--trust", help="A file of public keys (hex, one a line) whose signed anchors to accept, besides "
@@ -28,17 +29,18 @@ def audit_command(
     ),
 ) -> None:
     """Verify hash chains and every signed anchor (`evotrainer anchor`). Exit 0 intact, 1
-    altered (first bad event named), 2 usage error."""
+    altered (first bad event named) or, with --promotions, a decision not the gate's; 2 usage error."""
     from evotrainer.client import connect
-    from evotrainer.store.audit import decision_lines
+    from evotrainer.store.audit import describe_decision
 
     anchored = _read_anchors(anchors) if anchors else None
     with connect() as client:
         result = client.audit(ref, heads=anchored, trust=[trust] if trust else None, artifacts=artifacts,
                               promotions=promotions)  # fmt: skip
+        forged = _not_the_gates(client.store, list(result.promotions))
     if as_json:
-        print_json({**result.to_json(),
-                    **({"promotions": [d.to_json() for d in result.promotions]} if promotions else {})})  # fmt: skip
+        shown = [{**e.to_json(), "not_the_gates": forged.get(e.event_id)} for e in result.promotions]
+        print_json({**result.to_json(), **({"promotions": shown} if promotions else {})})  # fmt: skip
     elif result.intact:
         held = f", {result.signed_anchors} signed anchors hold" if result.signed_anchors else ""
         typer.echo(f"intact: {result.branches} branches, {result.events} events verified{held}")
@@ -47,10 +49,33 @@ def audit_command(
         for problem in result.problems[1:]:
             typer.echo(f"  also {problem}")
     if promotions and not as_json:
-        for line in decision_lines(list(result.promotions)):
-            typer.echo(line)
-    if not result.intact:
+        if not result.promotions:
+            typer.echo("no promotion decision in this lineage")
+        for event in result.promotions:
+            for line in describe_decision(event):
+                typer.echo(line)
+            if event.event_id in forged:
+                typer.echo(f"  NOT THE GATE'S: {forged[event.event_id]}")
+        if forged:
+            typer.echo(f"NOT THE GATE'S: {len(forged)} promotion decisions the gate did not record or cannot vouch for")
+    if not result.intact or forged:
         raise typer.Exit(1)
+
+
+def _not_the_gates(store: EventStore, decisions: list[StoredEvent]) -> dict[str, str]:
+    """Why each decision is not the gate's verdict, by event id (evolve.promotion.judged_by_the_gate)."""
+    if not decisions:
+        return {}
+    from evotrainer.evolve.promotion import judged_by_the_gate
+    from evotrainer.refs import BranchRef
+
+    wanted = {e.event_id for e in decisions}
+    found = {}
+    for experiment in sorted({e.experiment for e in decisions}):
+        for event, why in judged_by_the_gate(store, store.read_branch(BranchRef(experiment, "main"))):
+            if why is not None and event.event_id in wanted:
+                found[event.event_id] = why
+    return found
 
 
 def _read_anchors(path: Path) -> dict[str, dict[str, object]]:

@@ -13,7 +13,9 @@ protocol) is a usage error that says which command supplies it, and nothing is w
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 
@@ -88,11 +90,41 @@ def run_command(
     if not settings.broker_url():  # the tasks run in this process: their output is ours to keep tidy
         quiet_libraries()
         show_progress_lines()
-    with EventStore.connect() as store:
-        summary = run_experiment(store, loaded, say=print_line)
+    summary = resuming_after_lost_connections(lambda store: run_experiment(store, loaded, say=print_line))
     score = "not evaluated" if summary.best_score is None else f"Avg@k {summary.best_score:.3f}"
     print_line(f"best so far: {summary.best} ({score}); {summary.candidates} candidate versions, "
                f"{summary.promoted} promoted")
+
+
+RECONNECT_DELAYS_S = (1, 2, 4, 8, 15, 30, 60)
+"""Waits before each reconnect of `run` after the database connection was lost (two
+minutes in all): long enough for a restarted server or a failover."""
+
+T = TypeVar("T")
+
+
+def resuming_after_lost_connections(work: Callable[[EventStore], T]) -> T:
+    """Run `work` on a connected store; when the database connection is lost (a server
+    restart, pg_terminate_backend, the network), connect again with backoff and run it
+    again: the loop holds no state of its own and resumes from its log, repeating nothing.
+    Past the last try it is one line and exit 1, never a traceback."""
+    import psycopg
+
+    from evotrainer.errors import DatabaseUnavailableError
+
+    lost = (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailableError)
+    for delay in (*RECONNECT_DELAYS_S, None):
+        try:
+            with EventStore.connect() as store:
+                return work(store)
+        except lost as exc:
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            if delay is None:
+                raise DatabaseUnavailableError(f"lost the database connection and could not get it back "
+                                               f"({why}); run the command again to resume") from None  # fmt: skip
+            print_line(f"lost the database connection ({why}): resuming from the log in {delay} s")
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def compare_command(

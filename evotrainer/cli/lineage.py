@@ -16,7 +16,7 @@ import typer
 from evotrainer.cli.render import print_json, print_table, summarize
 from evotrainer.errors import UsageError
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, StoredEvent
 
 if TYPE_CHECKING:
     from evotrainer.fleet.replay import ReplayedTask
@@ -112,12 +112,16 @@ def lineage_command(
 def replay_command(
     ref: str = typer.Argument(..., help="EXPERIMENT/BRANCH to replay."),
     projections: bool = typer.Option(False, "--projections", help="Rebuild every projection and compare instead."),
+    allow_unverified: bool = typer.Option(
+        False, "--allow-unverified", help="Exit 0 even when results that no task or command produced are in the branch."
+    ),
 ) -> None:
     """Re-execute the branch's recorded train, evaluate, diagnose and backtest tasks and
-    compare their outputs hash for hash (or, with --projections, rebuild the projections);
-    exit 0 identical, 1 at the first difference."""
+    compare their outputs hash for hash, and name every result that no task or command
+    produced as unverifiable (or, with --projections, rebuild the projections); exit 0
+    identical, 1 at the first difference or when a result is unverifiable."""
     if not projections:
-        _replay_computations(BranchRef.parse(ref, allow_seq=False))
+        _replay_computations(BranchRef.parse(ref, allow_seq=False), allow_unverified)
         return
     from evotrainer.lineage.projections import LIVE_SCHEMA, Projector, compare, rebuild
 
@@ -138,7 +142,7 @@ def replay_command(
     typer.echo(f"identical: {events} events rebuilt into every projection, no difference")
 
 
-def _replay_computations(branch: BranchRef) -> None:
+def _replay_computations(branch: BranchRef, allow_unverified: bool) -> None:
     from evotrainer.fleet.replay import REPLAYABLE, replay_branch
     from evotrainer.training.progress import quiet_libraries
 
@@ -147,6 +151,7 @@ def _replay_computations(branch: BranchRef) -> None:
     changed_environment = False
     with EventStore.connect() as store:
         store.branch(branch)
+        unverified = unverifiable_results(store, branch)
         for replayed in _replayed_or_why_not(replay_branch(store, branch)):
             where = f"{replayed.request.experiment}/{replayed.request.branch}@{replayed.request.seq}"
             if replayed.difference is not None:
@@ -156,12 +161,34 @@ def _replay_computations(branch: BranchRef) -> None:
             changed_environment |= replayed.environment_changed
             hashes = ", ".join(f"{k.removesuffix('_sha256')} {v[:12]}" for k, v in replayed.outputs.items())
             typer.echo(f"{where} {replayed.kind} {replayed.task_id}: identical" + (f" ({hashes})" if hashes else ""))
+    for event, why in unverified:
+        typer.echo(f"{event.experiment}/{event.branch}@{event.seq} {event.type}: UNVERIFIABLE: {why}")
     if not counts:
         typer.echo(f"nothing to replay: {branch} records no completed {', '.join(REPLAYABLE)} task")
-        return
-    tally = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
-    note = " (in a different environment: see the events' environment)" if changed_environment else ""
-    typer.echo(f"identical: {sum(counts.values())} tasks re-executed ({tally}), every output the same{note}")
+    else:
+        tally = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+        note = " (in a different environment: see the events' environment)" if changed_environment else ""
+        typer.echo(f"identical: {sum(counts.values())} tasks re-executed ({tally}), every output the same{note}")
+    if unverified:
+        allowed = " (allowed: --allow-unverified)" if allow_unverified else ""
+        typer.echo(f"UNVERIFIABLE: {len(unverified)} results in {branch} that no task or command produced{allowed}")
+        if not allow_unverified:
+            raise typer.Exit(1)
+
+
+def unverifiable_results(store: EventStore, branch: BranchRef) -> list[tuple[StoredEvent, str]]:
+    """The results in the branch's history that no task or command produced (an evaluation,
+    diagnosis or backtest; a promotion decision the gate did not record), with why,
+    oldest first. Replay cannot vouch for them: nothing it can run gives them."""
+    from evotrainer.evolve.promotion import DECISIONS_BRANCH, judged_by_the_gate
+    from evotrainer.lineage.provenance import unverifiable
+
+    history = store.read_branch(branch)
+    found = [(e, "no task or command produced it") for e in unverifiable(history)]
+    held = {e.event_id for e in history}
+    main = store.read_branch(BranchRef(branch.experiment, DECISIONS_BRANCH))
+    found += [(e, why) for e, why in judged_by_the_gate(store, main) if why is not None and e.event_id in held]
+    return sorted(found, key=lambda pair: pair[0].global_position)
 
 
 def _replayed_or_why_not(replays: Iterator[ReplayedTask]) -> Iterator[ReplayedTask]:

@@ -13,6 +13,7 @@ from evotrainer.diagnostics.base import DiagnosisInput, Evaluation, EvidenceView
 from evotrainer.errors import NotFoundError
 from evotrainer.evidence import RolloutRecord, from_jsonl
 from evotrainer.harness.spec import HarnessSpec
+from evotrainer.lineage.provenance import Provenance
 from evotrainer.refs import BranchRef
 from evotrainer.store import StoredEvent
 
@@ -69,11 +70,13 @@ def branch_evidence(
 
 
 def branch_evaluations(history: list[StoredEvent]) -> list[Evaluation]:
-    """The EvaluationRecorded events of a branch history, oldest first."""
+    """The EvaluationRecorded events of a branch history that an evaluate task produced,
+    oldest first: a score appended by hand steers no diagnosis (lineage.provenance)."""
+    provenance = Provenance(history)
     return [
         Evaluation(str(e.payload.get("policy_sha256", "")), float(e.payload["avg_at_k"]), int(e.payload["k"]), e.seq)
         for e in history
-        if e.type == "EvaluationRecorded"
+        if e.type == "EvaluationRecorded" and provenance.vouched(e)
     ]
 
 

@@ -44,6 +44,7 @@ from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.evolve.promotion import (
     DECISIONS_BRANCH,
     evaluation_protocol,
+    gate_decisions,
     incumbent_of,
     intervention_of,
     newest_policy,
@@ -66,6 +67,7 @@ from evotrainer.evolve.tasks import TaskFailedError, run_task
 from evotrainer.harness.intervention import design_intervention
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import harness_of, versioned_event
+from evotrainer.lineage.provenance import from_work
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 from evotrainer.store.anchors import anchor_experiment
@@ -126,14 +128,14 @@ class _Run:
             self.say(f"experiment {config.name} created")
         except AlreadyExistsError:
             self.say(f"experiment {config.name} exists: resuming from its log")
-        recorded = [e for e in self.store.read_branch(main) if e.type == "HarnessVersioned"]
+        recorded = [e for e in self._history(main) if e.type == "HarnessVersioned"]
         if not recorded:
             self.store.append(main, [versioned_event(spec)])
         elif recorded[0].payload["harness_hash"] != spec.address():
             started = recorded[0].payload["harness_hash"][:12]
             raise UsageError(f"experiment {config.name} started under harness {started}, not this file's "
                              f"{spec.address()[:12]}: give the changed experiment a new name")  # fmt: skip
-        if newest_policy(self.store.read_branch(main)) is None:
+        if newest_policy(self._history(main)) is None:
             # Doing nothing is the first candidate to beat: the starting policy is scored on
             # main (its evaluation task records the checkpoint) before anything trains.
             self._evaluate(main, self.config.policy)
@@ -148,7 +150,7 @@ class _Run:
         for info in self.store.branches(self.config.name):
             if info.name == DECISIONS_BRANCH:
                 continue
-            history = self.store.read_branch(info.ref)
+            history = self._history(info.ref)
             if is_continuation(history, info.ref) or intervention_of(history, info.ref) is not None:
                 out.append(info.ref)
         return out
@@ -156,7 +158,7 @@ class _Run:
     def steps_spent(self, candidates: list[BranchRef]) -> int:
         """GRPO steps the candidates trained on their own branches (rejected ones too)."""
         return sum(int(e.payload["steps"]) for c in candidates
-                   for e in own_events(self.store.read_branch(c), c) if e.type == "TrainingCompleted")  # fmt: skip
+                   for e in own_events(self._history(c), c) if e.type == "TrainingCompleted")  # fmt: skip
 
     def unjudged(self, candidates: list[BranchRef]) -> list[BranchRef]:
         judged = {e.payload["candidate"] for e in self._decisions()}
@@ -168,13 +170,13 @@ class _Run:
         """Train (if the branch is a candidate with no run of its own), evaluate its newest
         policy and diagnose its run, each only if the log does not have it yet. Main trains
         nothing: it holds the starting policy."""
-        history = self.store.read_branch(branch)
+        history = self._history(branch)
         harness = harness_of(history)
         own = own_events(history, branch)
         trains = branch.branch != DECISIONS_BRANCH and not is_second_look(history, branch)
         if trains and not any(e.type == "RolloutsRecorded" for e in own):
             self._train(branch, history, harness.spec, harness.address)
-            history = self.store.read_branch(branch)
+            history = self._history(branch)
             own = own_events(history, branch)
         newest = newest_policy(history)
         protocol = self._protocol(harness.spec)
@@ -196,7 +198,7 @@ class _Run:
         continuation (more of the same from its newest policy, once per policy) and the
         proposed changes that survive their backtests; None when the budget or the ideas
         ran out (said why)."""
-        history = self.store.read_branch(incumbent)
+        history = self._history(incumbent)
         harness = harness_of(history)
         spent = self.steps_spent(candidates)
         existing = {info.name for info in self.store.branches(self.config.name)}
@@ -282,7 +284,7 @@ class _Run:
         if last.get("evidence", {}).get("incumbent") != str(incumbent):
             return None
         rejected = BranchRef.parse(last["candidate"], allow_seq=False)
-        rejected_history = self.store.read_branch(rejected)
+        rejected_history = self._history(rejected)
         source = harness_of(rejected_history)
         k = source.spec.evaluation.k
         if k >= MAX_EVALUATION_SAMPLES or is_second_look(rejected_history, rejected):
@@ -337,9 +339,9 @@ class _Run:
         compared with the best so far measured the same way: the incumbent's policy is
         evaluated again under the new protocol first (scores measured differently are
         never compared)."""
-        protocol = self._protocol(harness_of(self.store.read_branch(candidate)).spec)
+        protocol = self._protocol(harness_of(self._history(candidate)).spec)
         incumbent = incumbent_of(self.store, self.config.name)
-        history = self.store.read_branch(incumbent)
+        history = self._history(incumbent)
         policy = newest_policy(history)
         if policy is not None and not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == policy
                                           and evaluation_protocol(e) == protocol for e in history):  # fmt: skip
@@ -359,7 +361,7 @@ class _Run:
 
     def summary(self, candidates: list[BranchRef]) -> RunSummary:
         best = incumbent_of(self.store, self.config.name)
-        history = self.store.read_branch(best)
+        history = self._history(best)
         policy = newest_policy(history)
         protocol = self._protocol(harness_of(history).spec)
         scores = [e.payload["avg_at_k"] for e in history if e.type == "EvaluationRecorded"
@@ -369,6 +371,11 @@ class _Run:
                           self.steps_spent(candidates), policy)  # fmt: skip
 
     # -- helpers -------------------------------------------------------------------
+
+    def _history(self, branch: BranchRef) -> list[StoredEvent]:
+        """The branch's history as the loop reads it: results count only when a task or
+        their command produced them (lineage.provenance), never one appended by hand."""
+        return from_work(self.store.read_branch(branch))
 
     def _protocol(self, spec: HarnessSpec) -> dict[str, Any]:
         return selection_protocol(self.config.domain, spec)
@@ -388,7 +395,7 @@ class _Run:
         self.say(f"{branch}: trained {spec.grpo.max_steps} steps, dead groups {dead:.0%}, mean reward {reward:.3f}")
 
     def _evaluate(self, branch: BranchRef, policy: str, protocol: dict[str, Any] | None = None) -> None:
-        protocol = protocol or self._protocol(harness_of(self.store.read_branch(branch)).spec)
+        protocol = protocol or self._protocol(harness_of(self._history(branch)).spec)
         produced = self._task(branch, "evaluate", {**protocol, "policy": policy})
         score = next(e.payload for e in produced if e.type == "EvaluationRecorded")
         self.say(f"{branch}: {score['metric']} = {score['avg_at_k']:.3f} on {score['problems']} selection problems")
@@ -411,7 +418,7 @@ class _Run:
             inputs["evidence_branch"] = str(evidence_branch)
         produced = self._task(incumbent, "backtest", inputs)
         try:
-            check_backtest(self.store.read_branch(incumbent), incumbent, proposal)
+            check_backtest(self._history(incumbent), incumbent, proposal)
         except UsageError as exc:
             self.say(f"{incumbent}: dropped {ident}: {exc}")
             return False
@@ -435,7 +442,7 @@ class _Run:
                 continue
             diagnosis_id = evidence.get("diagnosis", {}).get("event_id")
             candidate = BranchRef.parse(decided.payload["candidate"], allow_seq=False)
-            for event in self.store.read_branch(candidate):
+            for event in self._history(candidate):
                 shown = [c for c in event.payload.get("conditions", []) if c in VALIDITY_CONDITIONS]
                 if event.event_id == diagnosis_id and shown:
                     found += [c for c in shown if c not in found]
@@ -443,9 +450,8 @@ class _Run:
         return seen_on, found
 
     def _decisions(self) -> list[StoredEvent]:
-        """Every gate verdict of the experiment, oldest first."""
-        main = BranchRef(self.config.name, DECISIONS_BRANCH)
-        return [e for e in self.store.read_branch(main) if e.type == "PromotionDecided"]
+        """Every gate verdict of the experiment, oldest first (not one appended by hand)."""
+        return gate_decisions(self.store, self.config.name)
 
     def _rejected_in_a_row(self) -> int:
         count = 0

@@ -25,6 +25,7 @@ from evotrainer.errors import UsageError
 from evotrainer.events import InterventionProposed
 from evotrainer.harness.criterion import check_criterion
 from evotrainer.harness.versions import harness_of, versioned_event
+from evotrainer.lineage.provenance import from_work
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, StoredEvent
 
@@ -55,7 +56,7 @@ def fork_for_intervention(
             f"{source} runs under harness {current.address[:12]}, but intervention {intervention_id} changes "
             f"harness {base.address()[:12]}: fork from the point where that harness was current"
         )
-    check_backtest(history, source, proposal)
+    check_backtest(from_work(history), source, proposal)  # only a backtest that work produced clears it
     candidate = base.with_field(proposal.field, proposal.new_value)
     reason = f"intervention {intervention_id}: {proposal.field} -> {proposal.new_value!r}"
     with store.transaction():

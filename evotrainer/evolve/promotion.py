@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +43,14 @@ from evotrainer.artifacts.errors import ArtifactMissingError
 from evotrainer.diagnostics.base import grade
 from evotrainer.diagnostics.diagnose import blocking_reasons
 from evotrainer.diagnostics.rules import conditions
-from evotrainer.errors import ConcurrencyError, UsageError
+from evotrainer.errors import ConcurrencyError, EvotrainerError, UsageError
 from evotrainer.events import Finding, PromotionDecided, SkillRecorded
 from evotrainer.evolve.bootstrap import bootstrap_interval
 from evotrainer.evolve.skills import skill_event, trigger_of
 from evotrainer.harness.criterion import check_criterion
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import harness_of
+from evotrainer.lineage.provenance import from_work
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, GlobalPosition, NewEvent, StoredEvent
 
@@ -116,8 +118,9 @@ def decide_promotion(
     incumbent, main_head, promoting = _incumbent(store, candidate.experiment)
     if candidate == incumbent:
         return _decision_that_promoted(candidate, main_head, promoting)
-    history = store.read_branch(candidate)
-    incumbent_history = store.read_branch(incumbent)
+    # Only results that a task or their command produced are evidence (lineage.provenance).
+    history = from_work(store.read_branch(candidate))
+    incumbent_history = from_work(store.read_branch(incumbent))
     diagnosis = _diagnosis_of_candidates_run(history, candidate, incumbent_history)
     evaluation = _evaluation_of_newest_policy(history, candidate, "")
     protocol = evaluation_protocol(evaluation)
@@ -168,14 +171,19 @@ def decide_promotion(
         baseline_score=base_score, candidate_score=score, margin=margin, blocking_findings=blocking,
         intervention_id=proposal["intervention_id"] if proposal else None, evidence=evidence, reason=reason,
     )  # fmt: skip
-    # Everything the verdict depends on: the same key is the same decision.
-    key = (f"promotion:{candidate}:{incumbent}:{harness.address}:{evaluation.event_id}:{baseline.event_id}:"
-           f"{diagnosis.event_id}")  # fmt: skip
+    key = decision_key(str(candidate), str(incumbent), harness.address, evaluation.event_id, baseline.event_id,
+                       diagnosis.event_id)  # fmt: skip
     skill = None
     if proposed is not None:
         skill = skill_event(proposed, trigger_of(history, proposed), str(protocol["domain"]), promoted, margin)
     return PromotionDecision(BranchRef(candidate.experiment, DECISIONS_BRANCH), main_head, incumbent, decided, key,
                              skill)  # fmt: skip
+
+
+def decision_key(candidate: str, incumbent: str, harness_hash: str, evaluation_id: str, baseline_id: str,
+                 diagnosis_id: str) -> str:  # fmt: skip
+    """Everything the verdict depends on: the same key is the same decision."""
+    return f"promotion:{candidate}:{incumbent}:{harness_hash}:{evaluation_id}:{baseline_id}:{diagnosis_id}"
 
 
 def _decision_that_promoted(candidate: BranchRef, main_head: int, promoting: StoredEvent | None) -> PromotionDecision:
@@ -227,7 +235,7 @@ def reject_unrunnable(store: EventStore, candidate: BranchRef, why: str) -> Stor
         intervention_id=proposed.payload["intervention_id"] if proposed is not None else None,
         evidence={"incumbent": str(incumbent), "failure": why}, reason=f"rejected: {why}",
     )  # fmt: skip
-    key = f"promotion:{candidate}:unrunnable"
+    key = unrunnable_key(str(candidate))
     events = [NewEvent.of(decided, idempotency_key=key)]
     if proposed is not None:
         domain = store.read_branch(BranchRef(candidate.experiment, DECISIONS_BRANCH))[0].payload.get("domain", "")
@@ -236,23 +244,13 @@ def reject_unrunnable(store: EventStore, candidate: BranchRef, why: str) -> Stor
     return store.append(BranchRef(candidate.experiment, DECISIONS_BRANCH), events)[0]
 
 
+def unrunnable_key(candidate: str) -> str:
+    return f"promotion:{candidate}:unrunnable"
+
+
 def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
-    """The best so far: the latest promoted candidate recorded on main, else main."""
+    """The best so far: the latest candidate the gate promoted on main, else main."""
     return _incumbent(store, experiment)[0]
-
-
-# incumbent_of's rule over the promotions projection: one indexed row instead of main's
-# whole history, for a reader that has just caught the projections up (the dashboard).
-_LATEST_PROMOTED = (
-    "SELECT candidate FROM projections.promotions WHERE experiment = %s AND branch = %s AND decision = 'promoted'"
-    " ORDER BY position DESC LIMIT 1"
-)
-
-
-def incumbent_in_projections(store: EventStore, experiment: str) -> BranchRef:
-    """What incumbent_of says, read from the caught-up promotions projection."""
-    row = store.conn.execute(_LATEST_PROMOTED, (experiment, DECISIONS_BRANCH)).fetchone()
-    return BranchRef.parse(row[0], allow_seq=False) if row else BranchRef(experiment, DECISIONS_BRANCH)
 
 
 def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, StoredEvent | None]:
@@ -260,10 +258,83 @@ def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, Stor
     promoted it (None for main itself)."""
     main = BranchRef(experiment, DECISIONS_BRANCH)
     history = store.read_branch(main)
-    for event in reversed(history):
-        if event.type == "PromotionDecided" and event.payload["decision"] == "promoted":
-            return BranchRef.parse(event.payload["candidate"], allow_seq=False), history[-1].seq, event
-    return main, history[-1].seq, None
+    judged = judged_by_the_gate(store, history)
+    promoting = next((e for e, why in reversed(judged) if why is None and e.payload["decision"] == "promoted"), None)
+    if promoting is None:
+        return main, history[-1].seq, None
+    return BranchRef.parse(promoting.payload["candidate"], allow_seq=False), history[-1].seq, promoting
+
+
+def gate_decisions(store: EventStore, experiment: str) -> list[StoredEvent]:
+    """Every verdict the gate recorded on EXPERIMENT/main, oldest first (see judged_by_the_gate)."""
+    main = BranchRef(experiment, DECISIONS_BRANCH)
+    return [e for e, why in judged_by_the_gate(store, store.read_branch(main)) if why is None]
+
+
+def judged_by_the_gate(store: EventStore, main_history: list[StoredEvent]) -> list[tuple[StoredEvent, str | None]]:
+    """Each PromotionDecided of main's history with why it is not the gate's verdict (None:
+    it is). A verdict counts when it carries the key the gate derives from its evidence;
+    a promotion, which makes a new best so far, also when that evidence holds: it was judged
+    against the best so far of its moment, the evaluations and the diagnosis it names are
+    in the record as results of work, with the scores it states, and they clear the gate
+    it names. A PromotionDecided appended by hand is none of this, and no best so far."""
+    incumbent = BranchRef(main_history[0].experiment, DECISIONS_BRANCH) if main_history else None
+    histories: dict[str, list[StoredEvent]] = {}
+
+    def history(ref: str) -> list[StoredEvent]:
+        if ref not in histories:
+            histories[ref] = from_work(store.read_branch(BranchRef.parse(ref, allow_seq=False)))
+        return histories[ref]
+
+    judged = []
+    for event in main_history:
+        if event.type != "PromotionDecided":
+            continue
+        try:
+            why = _not_the_gates(event, str(incumbent), history)
+        except (EvotrainerError, KeyError, TypeError, ValueError) as exc:
+            why = f"its evidence cannot be read ({type(exc).__name__}: {exc})"
+        if why is None and event.payload["decision"] == "promoted":
+            incumbent = BranchRef.parse(event.payload["candidate"], allow_seq=False)
+        judged.append((event, why))
+    return judged
+
+
+def _not_the_gates(
+    decided: StoredEvent, incumbent: str, history: Callable[[str], list[StoredEvent]]
+) -> str | None:
+    p = decided.payload
+    evidence, candidate = p.get("evidence") or {}, p["candidate"]
+    if decided.idempotency_key == unrunnable_key(candidate):
+        return None if p["decision"] == "rejected" and "failure" in evidence else "a promotion keyed as unrunnable"
+    roles = ("candidate_evaluation", "baseline_evaluation", "diagnosis", "gate")
+    if "incumbent" not in evidence or not all(isinstance(evidence.get(role), dict) for role in roles):
+        return "recorded without the gate's evidence"
+    ids = [evidence[role]["event_id"] for role in roles[:3]]
+    key = decision_key(candidate, evidence["incumbent"], evidence["gate"]["harness_hash"], *ids)
+    if decided.idempotency_key != key:
+        return "not recorded by the gate (its key is not the one the gate derives from its evidence)"
+    if p["decision"] != "promoted":
+        return None
+    if evidence["incumbent"] != incumbent:
+        return f"judged against {evidence['incumbent']}, but the best so far then was {incumbent}"
+    evaluation_id, baseline_id, diagnosis_id = ids
+    found = {e.event_id: e for e in history(candidate)}
+    baseline = {e.event_id: e for e in history(incumbent)}.get(baseline_id)
+    for role, event, kind, score in (
+        ("candidate evaluation", found.get(evaluation_id), "EvaluationRecorded", p.get("candidate_score")),
+        ("baseline evaluation", baseline, "EvaluationRecorded", p.get("baseline_score")),
+        ("diagnosis", found.get(diagnosis_id), "DiagnosisRecorded", None),
+    ):
+        if event is None or event.type != kind:
+            return f"its {role} is not a result of work in the record"
+        if score is not None and event.payload["avg_at_k"] != score:
+            return f"its {role} scored {event.payload['avg_at_k']}, not the {score} it states"
+    interval = (evidence.get("per_problem") or {}).get("interval")
+    min_margin = float(evidence["gate"]["min_margin"])
+    if p.get("blocking_findings") or not interval or not interval[0] > min_margin:
+        return "its evidence does not clear the gate it names"
+    return None
 
 
 def own_events(history: list[StoredEvent], ref: BranchRef) -> list[StoredEvent]:

@@ -7,7 +7,9 @@ events) or TaskFailed in one transaction (one commit). The outcome event's idemp
 key is `<task_id>:outcome`, so the unique index allows one outcome per task whatever
 races; every outcome (and its domain events, `<task_id>:<n>`) is appended in the
 transaction that closes the task's row, which matches only while the row is open, so a
-redelivered or re-published task never records anything twice.
+redelivered or re-published task never records anything twice. A connection lost after
+the work finished is no reason to run it again: the outcome is recorded on a new
+connection, with backoff, once the database answers (_close_on_a_new_connection).
 
 The close of an attempt that ran less than `durable_close_after_s` (FleetConfig) commits
 without waiting for the disk, which is most of what recording a millisecond task's
@@ -134,6 +136,7 @@ def _claim_and_load(
 
 def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: str, durable_after_s: float) -> Outcome:
     started = time.monotonic()
+    conninfo = leases.conninfo_of(store)  # read now: a connection that dies cannot say where it was
     try:
         task = _request_of(event)
         spec = kind_spec(task.kind)
@@ -143,7 +146,7 @@ def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: st
             raise TypeError(f"task kind {task.kind} returned {type(result).__name__}, not a TaskResult")
         ran_s = time.monotonic() - started
         durable = _waits_for_disk(event, attempt, ran_s, durable_after_s)
-        return _complete(store, event, task, attempt, worker, result, ran_s, durable)
+        return _complete(store, event, task, attempt, worker, result, ran_s, durable, conninfo)
     except (TransientTaskError, *TRANSIENT_DB_ERRORS):
         raise
     except Exception as exc:  # noqa: BLE001
@@ -172,7 +175,7 @@ def _request_of(event: StoredEvent) -> TaskRequested:
 
 
 def _complete(store: EventStore, event: StoredEvent, task: TaskRequested, attempt: int, worker: str,
-              result: TaskResult, duration_s: float, durable: bool = True) -> Outcome:
+              result: TaskResult, duration_s: float, durable: bool = True, conninfo: str | None = None) -> Outcome:
     meta: dict[str, Any] = {"causation_id": event.event_id, "correlation_id": event.correlation_id or event.event_id}
     domain = [
         dataclasses.replace(e, idempotency_key=e.idempotency_key or f"{task.task_id}:{n}",
@@ -183,9 +186,40 @@ def _complete(store: EventStore, event: StoredEvent, task: TaskRequested, attemp
     completed = TaskCompleted(task_id=task.task_id, worker=worker, attempt=attempt, outputs=result.outputs,
                               duration_s=round(duration_s, 6))
     outcome = NewEvent.of(completed, idempotency_key=outcome_key(task.task_id), **meta)
-    if _close_and_append(store, event, attempt, "completed", None, [*domain, outcome], durable):
+    events = [*domain, outcome]
+    try:
+        closed = _close_and_append(store, event, attempt, "completed", None, events, durable)
+    except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+        if conninfo is None or not store.conn.closed:
+            raise
+        # The work is done and its outcome keyed: record it when the database is back
+        # rather than throw the attempt away (the close matches only while this attempt's
+        # row is open, so a task the reaper handed on meanwhile records nothing twice).
+        log.warning("lost the database while recording %s (%s): recording it again", task.task_id, exc)
+        closed = _close_on_a_new_connection(conninfo, store.actor, event, attempt, events, durable)
+    if closed:
         return Outcome("completed", attempt)
     return _already_closed(attempt)
+
+
+RECORD_AGAIN_DELAYS_S = (0.5, 1, 2, 4, 8, 15, 30)
+"""Waits before each try to record a finished attempt on a new connection (about a minute
+in all: within a lease, whose heartbeats keep it while the database is back)."""
+
+
+def _close_on_a_new_connection(conninfo: str, actor: str, event: StoredEvent, attempt: int,
+                               events: list[NewEvent], durable: bool) -> bool:  # fmt: skip
+    for n, delay in enumerate(RECORD_AGAIN_DELAYS_S, start=1):
+        time.sleep(delay)
+        try:
+            with EventStore.connect(conninfo, actor=actor) as fresh:
+                return _close_and_append(fresh, event, attempt, "completed", None, events, durable)
+        except TRANSIENT_DB_ERRORS as exc:
+            if n == len(RECORD_AGAIN_DELAYS_S):
+                raise
+            log.warning("recording %s again failed (%s); trying again in %gs", event.event_id, exc,
+                        RECORD_AGAIN_DELAYS_S[n])  # fmt: skip
+    return False
 
 
 # Close the task's row and append its events in one statement (migration 0006): the

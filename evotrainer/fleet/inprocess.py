@@ -21,6 +21,7 @@ from evotrainer.fleet.errors import TransientTaskError
 from evotrainer.fleet.execute import AttemptInterrupted, Outcome, execute, release_lease
 from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
 from evotrainer.fleet.outbox import Dispatcher
+from evotrainer.offline import go_offline
 from evotrainer.store.eventstore import EventStore
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class LocalQueue:
 def run_in_process(store: EventStore, cfg: FleetConfig | None = None,
                    stop: threading.Event | None = None) -> list[Outcome]:
     """Execute requested tasks until none is due (or, with `stop`, until it is set)."""
+    go_offline()  # the tasks run in this process, which may have imported the hub already
     # Nothing published here is in a broker: a hand-off not run yet is due again at once.
     # The environment's settings (lease, heartbeat, ...) hold here as for a worker.
     cfg = dataclasses.replace(cfg or FleetConfig.from_env(), republish_after_s=0.0, broker_url=None)

@@ -15,6 +15,9 @@ append would, then compared field by field, leaving out the time it took
 (`wall_seconds`, `cpu_seconds`, `gpu_seconds`) and the environment fingerprint: a different environment is reported,
 not failed; on CPU everything else must match exactly.
 
+A diagnosis that `evotrainer diagnose` recorded (no task: its command's key) is computed
+again the same way, on the branch as it stood just before it.
+
 Nothing is appended. Artifacts are content-addressed, so an identical replay stores
 nothing new (a diverging one leaves its outputs in the artifact store).
 """
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evotrainer.errors import EvotrainerError
+from evotrainer.lineage.provenance import RESULT_KINDS, command_key
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 from evotrainer.store.batch import prepare
@@ -46,10 +50,14 @@ class ReplayedTask:
 
     @property
     def kind(self) -> str:
+        if self.request.type != "TaskRequested":
+            return RESULT_KINDS[self.request.type]  # a result its command recorded
         return str(self.request.payload["kind"])
 
     @property
     def task_id(self) -> str:
+        if self.request.type != "TaskRequested":
+            return "(recorded by its command)"
         return str(self.request.payload["task_id"])
 
 
@@ -87,15 +95,38 @@ class CannotReplayError(EvotrainerError):
     """A recorded task cannot run again here (what it needs is missing)."""
 
 
+def commanded_diagnoses(history: Sequence[StoredEvent]) -> list[StoredEvent]:
+    """The diagnoses `evotrainer diagnose` recorded (no cause, the command's key), oldest first."""
+    return [e for e in history if e.type == "DiagnosisRecorded" and e.causation_id is None
+            and e.idempotency_key == command_key(e)]  # fmt: skip
+
+
 def replay_branch(store: EventStore, ref: BranchRef) -> Iterator[ReplayedTask]:
-    """Replay the branch's recorded tasks in order (a generator: stop at a difference)."""
-    for task in recorded_tasks(store.read_branch(ref)):
+    """Replay the branch's recorded tasks, and the diagnoses its command recorded, in the
+    order they were recorded (a generator: stop at a difference)."""
+    history = store.read_branch(ref)
+    work: list[RecordedTask | StoredEvent] = [*recorded_tasks(history), *commanded_diagnoses(history)]
+    work.sort(key=lambda w: (w.request if isinstance(w, RecordedTask) else w).global_position)
+    for item in work:
+        r = item.request if isinstance(item, RecordedTask) else item
         try:
-            yield replay_task(store, task)
+            yield replay_task(store, item) if isinstance(item, RecordedTask) else replay_diagnosis(store, item)
         except (EvotrainerError, OSError) as exc:
-            r = task.request
-            raise CannotReplayError(f"cannot replay {r.experiment}/{r.branch}@{r.seq} {r.payload['kind']} "
-                                    f"{r.payload['task_id']}: {exc}") from exc  # fmt: skip
+            what = f"{r.payload['kind']} {r.payload['task_id']}" if isinstance(item, RecordedTask) else r.type
+            raise CannotReplayError(f"cannot replay {r.experiment}/{r.branch}@{r.seq} {what}: {exc}") from exc
+
+
+def replay_diagnosis(store: EventStore, recorded: StoredEvent) -> ReplayedTask:
+    """Diagnose again what `evotrainer diagnose` diagnosed: the same evidence, on the branch
+    as it stood just before the diagnosis was appended."""
+    from evotrainer.diagnostics.task import diagnose_task
+
+    as_it_ran = f"{recorded.experiment}/{recorded.branch}@{recorded.seq - 1}"
+    news = diagnose_task(store, {"branch": as_it_ran, "evidence": recorded.payload["evidence"]})
+    now = next(prepare(n).payload for n in news if n.type == recorded.type)
+    difference = first_difference(_compared(recorded.payload), _compared(now))
+    where = f"{recorded.type} (seq {recorded.seq}) {difference}" if difference is not None else None
+    return ReplayedTask(recorded, where, False, {})
 
 
 def replay_task(store: EventStore, task: RecordedTask) -> ReplayedTask:

@@ -7,7 +7,9 @@ deliberate ones:
 2. the extended query protocol, which the server refuses to run more than one command in;
 3. a READ ONLY transaction: INSERT, UPDATE, DELETE, DDL, COPY FROM, nextval() and other
    writing functions fail in the server;
-4. no calls to functions that change settings, read server files or signal backends;
+4. no calls to functions that change settings, read server files or signal backends,
+   found as the server's lexer reads the query (a quoted or qualified name, a call after a
+   literal or comment that holds quotes or dashes; unicode-escaped names are refused);
 5. the `evotrainer_reader` role (SELECT only, no superuser file or signal functions) for
    the duration of the transaction, when the connecting user may assume it;
 6. a statement timeout, so a runaway query cannot hold the database.
@@ -28,7 +30,6 @@ from evotrainer.errors import UsageError
 
 READER_ROLE = "evotrainer_reader"
 _ALLOWED_START = re.compile(r"^\s*(\(\s*)*(select|with|values|table|explain|show)\b", re.I)
-_COMMENT = re.compile(r"--[^\n]*|/\*.*?\*/", re.S)
 # Functions that change settings (set_config can switch the role back to a superuser
 # session's own), read server files or signal other backends. The role and the
 # read-only transaction stop most of them; naming them stops them for superuser sessions.
@@ -51,22 +52,91 @@ class QueryResult:
 
 
 def _single_query(query: str) -> str:
-    text = _COMMENT.sub(" ", query).strip().rstrip(";").strip()
-    if not text:
+    bare, text = _lex(query)
+    bare, text = bare.strip().rstrip(";").strip(), text.strip().rstrip(";").strip()
+    if not bare:
         raise UsageError("empty query")
-    bare = _strip_literals(text)
     if ";" in bare:
         raise ReadOnlyViolation("one statement at a time: the query contains ';'")
     if forbidden := _FORBIDDEN_CALL.search(bare):
         raise ReadOnlyViolation(f"{forbidden.group(1)}() is refused: it changes settings or reaches the server")
-    if not _ALLOWED_START.match(text):
-        word = text.split(None, 1)[0].upper()
+    if not _ALLOWED_START.match(bare):
+        word = bare.split(None, 1)[0].upper()
         raise ReadOnlyViolation(f"{word} is refused: `evotrainer sql` only runs read-only queries")
     return text
 
 
-def _strip_literals(text: str) -> str:
-    return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "''", text)
+_DOLLAR_TAG = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _lex(text: str) -> tuple[str, str]:
+    """The query as the server's lexer sees its code, and the query without its comments
+    (what is sent). In the code each string literal ('...', E'...', $tag$...$tag$) is '',
+    each comment (-- to the line's end, nested /* */) a space, and each quoted identifier
+    its name ("set_config" calls set_config, so the checks above must see it). Unicode-
+    escaped names and strings (U&"...") are refused: their escapes could spell any name."""
+    out: list[str] = []
+    sent: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c, pair = text[i], text[i:i + 2]
+        if pair == "--":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            out.append(" ")
+            sent.append(" ")
+        elif pair == "/*":
+            depth, i = 1, i + 2
+            while i < n and depth:
+                depth += {"/*": 1, "*/": -1}.get(text[i:i + 2], 0)
+                i += 2 if text[i:i + 2] in ("/*", "*/") else 1
+            out.append(" ")
+            sent.append(" ")
+        elif c in "Uu" and text[i + 1:i + 3] in ('&"', "&'"):
+            raise ReadOnlyViolation("unicode-escaped names and strings (U&) are refused")
+        elif c == "'":
+            escapes = i > 0 and text[i - 1] in "Ee" and (i < 2 or not _in_name(text[i - 2]))
+            end = _end_of_string(text, i + 1, escapes)
+            out.append("''")
+            sent.append(text[i:end])
+            i = end
+        elif c == '"':
+            end = i + 1
+            while end < n and not (text[end] == '"' and text[end + 1:end + 2] != '"'):
+                end += 2 if text[end:end + 2] == '""' else 1
+            out.append(text[i + 1:end].replace('""', '"'))
+            sent.append(text[i:end + 1])
+            i = end + 1
+        elif c == "$" and (tag := _DOLLAR_TAG.match(text, i)) and not (i and _in_name(text[i - 1])):
+            found = text.find(tag.group(0), tag.end())
+            end = n if found < 0 else found + len(tag.group(0))
+            out.append("''")
+            sent.append(text[i:end])
+            i = end
+        else:
+            out.append(c)
+            sent.append(c)
+            i += 1
+    return "".join(out), "".join(sent)
+
+
+def _in_name(c: str) -> bool:
+    return c.isalnum() or c in "_$"
+
+
+def _end_of_string(text: str, i: int, escapes: bool) -> int:
+    """Just past the quote that closes a string literal opened before `i` ('' is a quote
+    inside it; in an E'...' string so is \\')."""
+    while i < len(text):
+        if escapes and text[i] == "\\":
+            i += 2
+        elif text[i] == "'":
+            if text[i + 1:i + 2] != "'":
+                return i + 1
+            i += 2
+        else:
+            i += 1
+    return i
 
 
 @contextmanager

@@ -222,6 +222,9 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, config: SandboxConfi
                 killed_for = "output"
         if killed_for:
             break
+    # A killed namespace's processes are reaped by the kernel without their CPU time
+    # reaching anyone's rusage: read what the tree used just before killing it.
+    killed_cpu = _cpu_below(proc.pid) if killed_for else 0.0
     if killed_for:
         _kill_tree(proc)
     sel.close()
@@ -230,11 +233,48 @@ def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, config: SandboxConfi
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         stream.close()
     wall = time.monotonic() - start
-    cpu = usage.ru_utime + usage.ru_stime
+    cpu = usage.ru_utime + usage.ru_stime + killed_cpu
     out_buf, err_buf = buffers.values()
     out = bytes(out_buf[: config.max_output_bytes]).decode(errors="replace")
     err = bytes(err_buf[: config.max_output_bytes]).decode(errors="replace")
     return _classify(proc.returncode, killed_for, out, err, wall, cpu, config)
+
+
+def _cpu_below(pid: int) -> float:
+    """CPU seconds (user and system, own and of reaped children) of the processes below
+    the namespace's PID 1, the program's tree: PID 1 itself is reaped by our child, whose
+    rusage counts it already."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for init in _children(pid):
+        for below in _children(init):
+            total += _tree_ticks(below)
+    return total / tick
+
+
+def _tree_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0  # gone already (its time went to its parent's cutime, counted there)
+    utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
+    return utime + stime + cutime + cstime + sum(_tree_ticks(child) for child in _children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
+    found = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found += [int(child) for child in f.read().split()]
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def _kill_tree(proc: subprocess.Popen[bytes]) -> None:

@@ -14,17 +14,17 @@ import random
 from importlib import metadata
 from typing import Any
 
+from evotrainer.offline import go_offline, hub_offline, switches
+
 _PACKAGES = ("torch", "transformers", "trl", "accelerate", "tokenizers", "safetensors", "numpy", "vllm", "gguf")
+_LIBRARIES = ("huggingface_hub", "datasets", "peft", "scipy", "math-verify", "sympy")
+"""Other libraries a result can depend on: recorded, but not in the tiny policy's cache key."""
 
 
 def offline() -> None:
-    """Never reach for a model hub: machines running evotrainer may have no internet."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    # Telemetry calls would block on a machine without network.
-    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    """Never reach for a model hub, and no telemetry: effective even when the hub was
+    imported already (evotrainer.offline), which setting the variables alone is not."""
+    go_offline()
 
 
 def deterministic(seed: int, threads: int) -> None:
@@ -59,23 +59,41 @@ def vllm_available() -> bool:
 
 
 def fingerprint() -> dict[str, Any]:
-    """Package versions, device and thread count: the environment part of a result."""
+    """Every switch that can change an output: package and library versions, device, thread
+    counts, deterministic-algorithm flags, the CPU kernels' instruction-set level, and the
+    offline and telemetry variables (with what the hub actually does)."""
     import torch
 
-    versions = {}
-    for name in _PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
     dev = device()
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),
-        "packages": versions,
+        "packages": _versions(_PACKAGES),
+        "libraries": _versions(_LIBRARIES),
         "device": dev,
         "device_name": torch.cuda.get_device_name(0) if dev == "cuda" else platform.processor() or "cpu",
         "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
         "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "deterministic_warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        # ATen dispatches CPU kernels by the instruction set it finds (default, avx2, avx512):
+        # their sums round differently, so two machines can train different bytes.
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "hub_offline": hub_offline(),
+        "switches": switches(),
     }
+
+
+def _versions(names: tuple[str, ...]) -> dict[str, str]:
+    found = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found

@@ -100,6 +100,9 @@ def cache_key(domain: str, recipe: TinyRecipe, data_seed: int) -> str:
         "data_seed": data_seed,
         "packages": env["packages"],
         "device": env["device"],
+        # ATen's kernels for another instruction-set level train other bytes (measured:
+        # AVX512, AVX2 and DEFAULT give three different warm starts on one machine).
+        "cpu_capability": env["cpu_capability"],
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
 

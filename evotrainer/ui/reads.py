@@ -75,13 +75,15 @@ class Lineage:
 
 def lineage(store: EventStore, experiment: str) -> Lineage:
     """The experiment's branch graph with the statuses `evotrainer lineage` shows."""
-    from evotrainer.evolve.promotion import incumbent_in_projections
+    from evotrainer.evolve.promotion import incumbent_of
 
     check_name("experiment", experiment)
     dag = LineageDAG.from_store(store, experiment)
     if not dag.nodes:
         raise NotFoundError(f"no experiment {experiment}")
-    incumbent = str(incumbent_in_projections(store, experiment))
+    # The gate's rule, not the projection's newest "promoted" row: a decision appended by
+    # hand is no best so far (promotion.judged_by_the_gate).
+    incumbent = str(incumbent_of(store, experiment))
     info = summaries(store.conn, experiment, {incumbent})
     edges = {ref: (reason or "", iv) for ref, reason, iv in store.conn.execute(FORK_EDGES, (experiment,))}
     running = store.conn.execute(RUNNING_TASKS, (experiment, None, None)).fetchall()

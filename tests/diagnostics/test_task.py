@@ -17,6 +17,7 @@ from evotrainer.harness.versions import branch_harness, versioned_event
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 from tests.backtest.test_replay import EVIDENCE
+from tests.evolve.builders import as_task
 
 MAIN = BranchRef("demo", "main")
 
@@ -54,11 +55,11 @@ def test_diagnose_and_backtest_read_the_branch_history_once(
     sha = artifacts.put_bytes(to_jsonl(EVIDENCE))
     store.create_experiment("demo", {"domain": "math"})
     proposal = design_intervention(HarnessSpec(), {"rewards.weights.format": 0.5}, hypothesis="h").event
-    store.append(MAIN, [versioned_event(HarnessSpec()), NewEvent.of(proposal),
-                        NewEvent("EvaluationRecorded", {"request": {}, "policy_sha256": "b" * 64, "metric": "avg@8",
-                                                        "avg_at_k": 0.3, "pass_at_k": 0.5, "k": 8, "problems": 32,
-                                                        "results_sha256": "c" * 64, "wall_seconds": 1.0}),
-                        NewEvent("RolloutsRecorded", {"evidence_sha256": sha, "policy_sha256": "b" * 64,
+    store.append(MAIN, [versioned_event(HarnessSpec()), NewEvent.of(proposal)])
+    as_task(store, MAIN, "evaluate", NewEvent("EvaluationRecorded", {
+        "request": {}, "policy_sha256": "b" * 64, "metric": "avg@8", "avg_at_k": 0.3, "pass_at_k": 0.5, "k": 8,
+        "problems": 32, "results_sha256": "c" * 64, "wall_seconds": 1.0}))  # fmt: skip
+    store.append(MAIN, [NewEvent("RolloutsRecorded", {"evidence_sha256": sha, "policy_sha256": "b" * 64,
                                                       "base_policy_sha256": "b" * 64})])  # fmt: skip
     reads: list[BranchRef] = []
     read_branch = store.read_branch
@@ -75,3 +76,22 @@ def test_diagnose_and_backtest_read_the_branch_history_once(
     reads.clear()
     backtest_task(store, {"branch": "demo/main", "intervention_id": proposal.intervention_id}, artifacts)
     assert reads == [MAIN]
+
+
+def test_an_evaluation_appended_by_hand_steers_no_diagnosis(store: EventStore, tmp_path: Path) -> None:
+    artifacts = open_store(tmp_path / "arts")
+    sha = artifacts.put_bytes(to_jsonl(EVIDENCE))
+    store.create_experiment("demo", {"domain": "math"})
+    evaluation = {"request": {}, "metric": "avg@8", "pass_at_k": 0.5, "k": 8, "problems": 32,
+                  "results_sha256": "c" * 64, "wall_seconds": 1.0}  # fmt: skip
+    store.append(MAIN, [versioned_event(HarnessSpec())])
+    as_task(store, MAIN, "evaluate", NewEvent("EvaluationRecorded", {**evaluation, "policy_sha256": "a" * 64,
+                                                                     "avg_at_k": 0.3}))  # fmt: skip
+    as_task(store, MAIN, "evaluate", NewEvent("EvaluationRecorded", {**evaluation, "policy_sha256": "b" * 64,
+                                                                     "avg_at_k": 0.2}))  # fmt: skip
+    store.append(MAIN, [NewEvent("RolloutsRecorded", {"evidence_sha256": sha, "policy_sha256": "b" * 64,
+                                                      "base_policy_sha256": "a" * 64})])  # fmt: skip
+    honest = diagnose_task(store, {"branch": "demo/main"}, artifacts)[-1].payload
+    # A better score for the newest policy, appended by hand after the evaluate task's.
+    store.append(MAIN, [NewEvent("EvaluationRecorded", {**evaluation, "policy_sha256": "b" * 64, "avg_at_k": 0.9})])
+    assert diagnose_task(store, {"branch": "demo/main"}, artifacts)[-1].payload == honest

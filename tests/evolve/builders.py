@@ -1,11 +1,15 @@
 """A small search on the real store: main evaluated, interventions proposed on it, and
 candidate branches that trained, were diagnosed and were evaluated. The events are the
-ones `train`, `diagnose` and `evaluate` append, with chosen scores and findings."""
+ones `train`, `diagnose` and `evaluate` append, with chosen scores and findings, recorded as
+their work records them (lineage.provenance): an evaluation with its task's outcome, in
+one append, a diagnosis or a backtest under its command's key."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import uuid
 from typing import Any
 
 from evotrainer.artifacts import ArtifactStore, open_store
@@ -50,10 +54,22 @@ def evaluate(store: EventStore, ref: BranchRef, per_problem: list[float], artifa
                     for i, avg in enumerate(per_problem))  # fmt: skip
     results = (artifacts or open_store()).put_bytes(lines.encode()) if stored else sha(lines)
     request = {**PROTOCOL, **protocol, "eval_tasks": len(per_problem)}
-    return store.append(ref, [NewEvent("EvaluationRecorded", {
+    return as_task(store, ref, "evaluate", NewEvent("EvaluationRecorded", {
         "request": request, "policy_sha256": policy, "metric": f"avg@{request['k']}",
         "avg_at_k": sum(per_problem) / len(per_problem), "pass_at_k": 1.0, "k": request["k"],
-        "problems": len(per_problem), "results_sha256": results, "wall_seconds": 1.0})])[0]  # fmt: skip
+        "problems": len(per_problem), "results_sha256": results, "wall_seconds": 1.0}))  # fmt: skip
+
+
+def as_task(store: EventStore, ref: BranchRef, kind: str, result: NewEvent) -> StoredEvent:
+    """Append `result` as a fleet task of `kind` records it: its TaskRequested, then the
+    result and the TaskCompleted in one transaction, caused by the request."""
+    task_id = f"{kind}-{uuid.uuid4().hex[:12]}"
+    requested = store.append(ref, [NewEvent("TaskRequested", {"task_id": task_id, "kind": kind, "queue": kind},
+                                            idempotency_key=f"{task_id}:requested")])[0]  # fmt: skip
+    completed = NewEvent("TaskCompleted", {"task_id": task_id, "worker": "builders", "attempt": 1, "duration_s": 0},
+                         idempotency_key=f"{task_id}:outcome", causation_id=requested.event_id)  # fmt: skip
+    caused = dataclasses.replace(result, causation_id=requested.event_id, idempotency_key=f"{task_id}:1")
+    return store.append(ref, [caused, completed])[0]
 
 
 def propose(store: EventStore, ref: BranchRef, field: str, value: Any, criterion: str | None = None) -> str:
@@ -65,10 +81,13 @@ def propose(store: EventStore, ref: BranchRef, field: str, value: Any, criterion
     return designed.event.intervention_id
 
 
-def backtest(store: EventStore, ref: BranchRef, intervention_id: str, figures: dict[str, Any], passed: bool) -> None:
+def backtest(store: EventStore, ref: BranchRef, intervention_id: str, figures: dict[str, Any], passed: bool,
+             evidence: str = "evidence") -> None:  # fmt: skip
+    """BacktestCompleted as `evotrainer backtest` records it (keyed by intervention and evidence)."""
     store.append(ref, [NewEvent("BacktestCompleted", {
-        "intervention_id": intervention_id, "kind": "reward", "evidence": sha("evidence"), "figures": figures,
-        "criterion": "dead_groups_rescued >= 1 and ordering_violations_introduced == 0", "passed": passed})])  # fmt: skip
+        "intervention_id": intervention_id, "kind": "reward", "evidence": sha(evidence), "figures": figures,
+        "criterion": "dead_groups_rescued >= 1 and ordering_violations_introduced == 0", "passed": passed},
+        idempotency_key=f"backtest:{intervention_id}:{sha(evidence)}")])  # fmt: skip
 
 
 def trained(store: EventStore, ref: BranchRef, name: str, findings: list[dict[str, Any]] | None = None,
@@ -83,7 +102,8 @@ def trained(store: EventStore, ref: BranchRef, name: str, findings: list[dict[st
         measured = {name: finding(name, None) for name in HarnessSpec().diagnostics if name not in unmeasured}
         measured.update({f["analyzer"]: f for f in findings or []})
         store.append(ref, [NewEvent("DiagnosisRecorded", {
-            "evidence": evidence, "findings": list(measured.values()), "conditions": conditions or []})])
+            "evidence": evidence, "findings": list(measured.values()), "conditions": conditions or []},
+            idempotency_key=f"diagnosis:{evidence}:None")])  # as `evotrainer diagnose` keys it
 
 
 def finding(metric: str, value: float | None, severity: str = "info") -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from evotrainer.refs import BranchRef
-from evotrainer.store import EventStore
+from evotrainer.store import EventStore, NewEvent
 from tests.evolve.builders import evaluate, propose, start, trained
 from tests.test_cli import run
 
@@ -78,3 +78,29 @@ def test_bad_invocations_are_one_line_and_write_nothing(cli_env: dict[str, str],
         assert result.returncode == 2, (args, result.stderr)
         assert message in result.stderr and result.stderr.count("\n") == 1, (args, result.stderr)
     assert store.head(main) == head and [b.name for b in store.branches("demo")] == ["main"]
+
+
+def test_audit_promotions_marks_a_decision_the_gate_did_not_record(cli_env: dict[str, str], store: EventStore) -> None:
+    main = start(store)
+    evaluate(store, main, [0.5, 0.25] * 20)
+    iid = propose(store, main, "grpo.learning_rate", 2e-5)
+    assert run(cli_env, "fork", "demo/main", "lr-up", "--intervention", iid).returncode == 0
+    lr = BranchRef("demo", "lr-up")
+    trained(store, lr, "lr-up")
+    evaluate(store, lr, [0.75, 0.5] * 20)
+    assert run(cli_env, "promote", "demo/lr-up").returncode == 0
+    assert run(cli_env, "audit", "demo/lr-up", "--promotions").returncode == 0
+    # Promoted again by hand, with the gate's evidence copied and a better score stated.
+    verdict = next(e for e in store.read_branch(main) if e.type == "PromotionDecided")
+    store.append(main, [NewEvent("PromotionDecided", {**verdict.payload, "candidate_score": 0.9},
+                                 idempotency_key=verdict.idempotency_key + ":again")])  # fmt: skip
+    store.append(main, [NewEvent("PromotionDecided", {"candidate": "demo/lr-up", "decision": "promoted"})])
+    audited = run(cli_env, "audit", "demo/lr-up", "--promotions")
+    assert audited.returncode == 1, audited.stdout + audited.stderr
+    marks = [line.strip() for line in audited.stdout.splitlines() if "NOT THE GATE'S" in line]
+    assert marks == [
+        "NOT THE GATE'S: not recorded by the gate (its key is not the one the gate derives from its evidence)",
+        "NOT THE GATE'S: recorded without the gate's evidence",
+        "NOT THE GATE'S: 2 promotion decisions the gate did not record or cannot vouch for"]
+    as_json = json.loads(run(cli_env, "audit", "demo/lr-up", "--promotions", "--json").stdout)
+    assert [d["not_the_gates"] is None for d in as_json["promotions"]] == [True, False, False]

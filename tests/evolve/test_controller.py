@@ -199,3 +199,54 @@ def test_a_second_look_judges_the_rejected_policy_again_with_more_samples_and_tr
     assert decision["evidence"]["baseline_evaluation"]["branch"] == "loop/main"
     # One second look per policy: the look itself is never looked at again.
     assert loop._second_look(main, {info.name for info in store.branches("loop")}) is None
+
+
+@pytest.mark.slow
+def test_a_run_whose_database_connections_are_cut_reconnects_and_finishes(
+    cli_env: dict[str, str], tmp_path: Path, store: EventStore
+) -> None:
+    """pg_terminate_backend of every connection of `evotrainer run` in the middle of the
+    loop: it says so in one line, connects again and resumes from the log (no traceback,
+    nothing recorded twice)."""
+    import subprocess
+    import threading
+    import time
+
+    import psycopg
+
+    from tests.test_cli import EVOTRAINER
+
+    path = tmp_path / "loop.toml"
+    path.write_text('name = "cut"\ndomain = "math:digit_add"\npolicy = "tiny"\niterations = 1\n'
+                    '[harness.grpo]\nmax_steps = 2\nnum_generations = 4\nprompts_per_step = 2\n'
+                    '[harness.evaluation]\nk = 2\neval_tasks = 4\n')  # fmt: skip
+    url = cli_env["EVOTRAINER_DATABASE_URL"]
+    cut: list[int] = []
+    ours = store.conn.info.backend_pid  # the test's own connection stays
+
+    def cut_when_main_is_evaluated() -> None:
+        with psycopg.connect(url, autocommit=True) as watcher:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and not cut:
+                done = watcher.execute("SELECT count(*) FROM events WHERE type = 'EvaluationRecorded'").fetchone()
+                if done and done[0]:
+                    cut.append(watcher.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid NOT IN (pg_backend_pid(), %s)",
+                        (ours,)).fetchone()[0])  # fmt: skip
+                time.sleep(0.2)
+
+    watcher = threading.Thread(target=cut_when_main_is_evaluated)
+    watcher.start()
+    done = subprocess.run([EVOTRAINER, "run", str(path)], env=cli_env, capture_output=True, text=True, timeout=600,
+                          check=False)  # fmt: skip
+    watcher.join()
+    assert cut and cut[0] >= 1, "the connections were never cut"
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "lost the database connection (" in done.stdout and ": resuming from the log in 1 s" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("best so far: cut/")
+    keys = [e.idempotency_key for info in store.branches("cut") for e in store.read_branch(info.ref)
+            if e.branch == info.name and e.idempotency_key]  # fmt: skip
+    assert len(keys) == len(set(keys))
+    assert run(cli_env, "audit").returncode == 0

@@ -44,7 +44,8 @@ def test_a_replayable_change_needs_a_backtest_and_a_failed_one_is_dropped(store:
     with pytest.raises(UsageError, match=r"failed its backtest at demo/main@\d+ \(dead_groups_rescued >= 1\)"):
         fork_for_intervention(store, main, "fmt", iid)
     assert branch_names(store) == ["main"]  # nothing written
-    backtest(store, main, iid, {"dead_groups_rescued": 3, "ordering_violations_introduced": 0}, passed=True)
+    backtest(store, main, iid, {"dead_groups_rescued": 3, "ordering_violations_introduced": 0}, passed=True,
+             evidence="newer evidence")
     fork_for_intervention(store, main, "fmt", iid)
     assert branch_harness(store, BranchRef("demo", "fmt")).spec.rewards.weights["format"] == 0.2
 

@@ -12,6 +12,7 @@ import pytest
 from evotrainer.artifacts import open_store
 from evotrainer.errors import ConcurrencyError, UsageError
 from evotrainer.evolve import decide_promotion, fork_for_intervention, incumbent_of, record_promotion
+from evotrainer.evolve.promotion import judged_by_the_gate
 from evotrainer.evolve.skills import skill_event, skill_library
 from evotrainer.harness import HarnessSpec
 from evotrainer.harness.versions import branch_harness, versioned_event
@@ -271,7 +272,8 @@ def test_each_verdict_on_an_intervention_adds_an_outcome_to_its_skill(store: Eve
     evaluate(store, main, BASE * MANY)
     # Two conditions: the skill goes under the one a temperature change answers, not the first.
     store.append(main, [NewEvent("DiagnosisRecorded", {"evidence": "e" * 64, "findings": [],
-                                                       "conditions": ["insufficient_signal", "exploration_collapse"]})])  # fmt: skip
+                                                       "conditions": ["insufficient_signal", "exploration_collapse"]},
+                                   idempotency_key=f"diagnosis:{'e' * 64}:None")])  # as `diagnose` keys it; fmt: skip
     hot = candidate(store, main, "hot", "grpo.temperature", 1.3)
     trained(store, hot, "hot")
     evaluate(store, hot, [1.0, 0.5, 0.25, 0.25] * MANY)  # +0.125
@@ -358,14 +360,46 @@ def test_a_changed_gate_is_a_new_decision_on_the_same_evidence(store: EventStore
     assert len(skills) == 1 and skills[0].payload["failures"] == 1
 
 
-def test_a_hand_recorded_promotion_still_sets_the_best_so_far(store: EventStore) -> None:
+def test_a_promotion_appended_by_hand_makes_no_best_so_far(store: EventStore) -> None:
     main, a, b = two_candidates(store)
     trained(store, a, "a")
     evaluate(store, a, [1.0, 1.0, 0.5, 0.5] * MANY)
+    # Without the gate's evidence, and with a copy of a real verdict's evidence under
+    # another key (the gate's own key would only find the verdict it recorded).
     store.append(main, [NewEvent("PromotionDecided", {"candidate": "demo/a", "decision": "promoted"})])
-    with pytest.raises(UsageError, match=r"demo/a is the best so far already \(promoted at demo/main@\d+\)"):
-        decide_promotion(store, a)
+    assert incumbent_of(store, "demo") == main
     trained(store, b, "b")
-    evaluate(store, b, [1.0, 1.0, 1.0, 0.5] * MANY)
-    decision = decide_promotion(store, b)
-    assert decision.decided.baseline_score == 0.75 and decision.promoted
+    evaluate(store, b, [0.5, 0.5, 0.25, 0.25] * MANY)  # no gain: rejected
+    verdict = record_promotion(store, b)[1]
+    assert verdict.payload["decision"] == "rejected"
+    store.append(main, [NewEvent("PromotionDecided", {**verdict.payload, "decision": "promoted"},
+                                 idempotency_key=f"{verdict.idempotency_key}:again")])  # fmt: skip
+    assert incumbent_of(store, "demo") == main
+    judged = judged_by_the_gate(store, store.read_branch(main))
+    assert [why for _, why in judged] == [
+        "recorded without the gate's evidence", None,
+        "not recorded by the gate (its key is not the one the gate derives from its evidence)"]
+    # a is judged against main, where the gate's verdicts say the best so far still is.
+    decision = decide_promotion(store, a)
+    assert decision.decided.baseline_score == 0.375 and decision.promoted
+
+
+def test_results_appended_by_hand_are_no_evidence_for_the_gate(store: EventStore) -> None:
+    main, a, _ = two_candidates(store)
+    trained(store, a, "a")
+    evaluate(store, a, [0.75, 0.5, 0.5, 0.25] * MANY)  # 0.5 against main's 0.375
+    # A lower baseline for main's policy and a perfect score for a, appended by hand: the
+    # gate takes the latest evaluation of a policy, but only one that an evaluate task made.
+    for ref, score in ((main, 0.0), (a, 1.0)):
+        latest = next(e for e in reversed(store.read_branch(ref)) if e.type == "EvaluationRecorded")
+        store.append(ref, [NewEvent("EvaluationRecorded", {**latest.payload, "avg_at_k": score})])
+    decided = decide_promotion(store, a).decided
+    assert (decided.baseline_score, decided.candidate_score) == (0.375, 0.5)
+    # A diagnosis appended by hand (no task, not the command's key) is no diagnosis.
+    c = candidate(store, main, "c", "grpo.temperature", 0.7)
+    trained(store, c, "c", diagnosed=False)
+    evaluate(store, c, [1.0] * 80)
+    evidence = next(e.payload["evidence_sha256"] for e in store.read_branch(c) if e.type == "RolloutsRecorded")
+    store.append(c, [NewEvent("DiagnosisRecorded", {"evidence": evidence, "findings": [], "conditions": []})])
+    with pytest.raises(UsageError, match="has no diagnosis"):
+        decide_promotion(store, c)

@@ -1,5 +1,6 @@
 """Computation replay (`evotrainer replay REF`): a branch's recorded tasks, run again, give
-the same outputs hash for hash; a recorded output no computation gives is named."""
+the same outputs hash for hash; a recorded output no computation gives is named, and so is a
+result that no task or command produced."""
 
 from __future__ import annotations
 
@@ -53,12 +54,18 @@ def test_a_branch_replays_hash_for_hash_and_a_forged_result_is_named(
     store.append(candidate, [versioned_event(stricter, parent=None, changed_fields=[])])
     request_task(store, candidate, "diagnose", "diagnose-later", {"evidence": evidence})
     evaluation = next(e for e in reversed(store.read_branch(candidate)) if e.type == "EvaluationRecorded")
-    store.append(candidate, [NewEvent("EvaluationRecorded", {**evaluation.payload, "avg_at_k": 0.5})])
+    forged_score = store.append(candidate, [NewEvent("EvaluationRecorded", {**evaluation.payload, "avg_at_k": 0.5})])[0]
     run_in_process(store)
+    # That evaluation, appended by hand, no task or command produced: replay names it and fails.
     again = run(cli_env, "replay", str(candidate))
-    assert again.returncode == 0, again.stdout + again.stderr
+    assert again.returncode == 1, again.stdout + again.stderr
     assert "diagnose diagnose-again: identical" in again.stdout
     assert "diagnose diagnose-later: identical" in again.stdout
+    assert (f"{candidate}@{forged_score.seq} EvaluationRecorded: UNVERIFIABLE: no task or command produced it"
+            in again.stdout.splitlines())  # fmt: skip
+    assert again.stdout.splitlines()[-1] == f"UNVERIFIABLE: 1 results in {candidate} that no task or command produced"
+    allowed = run(cli_env, "replay", str(candidate), "--allow-unverified")
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
 
     # A result appended by hand as if a task had produced it: no computation gives it.
     task = next(t for t in recorded_tasks(store.read_branch(main)) if t.request.payload["kind"] == "evaluate")

@@ -41,3 +41,17 @@ def chain(request: TaskRequest) -> TaskResult:
     """Requests a follow-up noop: a task whose results are domain events."""
     follow = TaskRequested(task_id=f"{request.task.task_id}-next", kind="noop", queue="control")
     return TaskResult(events=[NewEvent.of(follow)], outputs={"next": follow.task_id})
+
+
+@register_kind("test.cut_off", queue="control")
+def cut_off(request: TaskRequest) -> TaskResult:
+    """Finishes its work, then loses the worker's database connection before the outcome is
+    recorded (as a restarted server or a dropped network would do to it)."""
+    import psycopg
+
+    from evotrainer.fleet.leases import conninfo_of
+
+    pid = request.store.conn.info.backend_pid
+    with psycopg.connect(conninfo_of(request.store), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    return TaskResult(outputs={"finished": True})

@@ -107,6 +107,22 @@ def test_an_outcome_appended_by_other_means_stands_and_the_worker_records_nothin
     assert exp.conn.execute("SELECT state FROM fleet_tasks WHERE task_id = 'h1'").fetchone() == ("completed",)
 
 
+def test_a_finished_task_whose_connection_died_is_recorded_on_a_new_one(exp: EventStore) -> None:
+    """The work is done and its outcome is keyed: a connection lost while recording it
+    costs a reconnect, not the attempt (which used to be thrown away and run again)."""
+    request = request_task(exp, MAIN, "test.cut_off", task_id="cut1")
+    record_all(exp)
+    worker = EventStore.connect(conninfo_of(exp))
+    outcome = execute(worker, request.event_id, LeaseKeeper(conninfo_of(exp), "w:1", 5, 1))
+    assert worker.conn.closed  # the task did cut its connection
+    assert (outcome.state, outcome.attempt) == ("completed", 1)
+    done = [e for e in exp.read_branch(MAIN) if e.type == "TaskCompleted"]
+    assert [(e.payload["task_id"], e.payload["attempt"], e.payload["outputs"]) for e in done] == [
+        ("cut1", 1, {"finished": True})]
+    assert exp.conn.execute("SELECT state, attempts FROM fleet_tasks WHERE task_id = 'cut1'").fetchone() == (
+        "completed", 1)
+
+
 def test_domain_events_are_appended_with_the_completion_under_the_task_key(exp: EventStore) -> None:
     request_task(exp, MAIN, "test.chain", task_id="c1")
     run_in_process(exp, CFG)

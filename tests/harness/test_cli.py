@@ -135,3 +135,20 @@ def test_a_diagnostic_or_gate_change_needs_retro_validation_or_a_recorded_overri
     assert main("harness", "record", "demo/main", "--spec", validated) == 0
     last = [e for e in seeded.read_branch(main_ref) if e.type == "HarnessVersioned"][-1]
     assert last.payload["override"] is None and last.payload["changed_fields"] == ["diagnostics.dead_group_ratio.warning"]
+
+
+def test_replay_diagnoses_again_what_the_command_recorded(seeded: EventStore, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main("diagnose", "demo/main") == 0
+    capsys.readouterr()
+    assert main("replay", "demo/main") == 0
+    out = capsys.readouterr().out
+    assert "demo/main@4 diagnose (recorded by its command): identical" in out
+    assert out.splitlines()[-1] == "identical: 1 tasks re-executed (diagnose 1), every output the same"
+    # Under the command's key, but not what the command computes (another harness, no condition).
+    real = next(e for e in seeded.read_branch(BranchRef("demo", "main")) if e.type == "DiagnosisRecorded")
+    other = "f" * 64
+    seeded.append(BranchRef("demo", "main"), [NewEvent("DiagnosisRecorded", {
+        **real.payload, "harness_hash": other, "conditions": []},
+        idempotency_key=f"diagnosis:{real.payload['evidence']}:{other}")])  # fmt: skip
+    assert main("replay", "demo/main") == 1
+    assert "DIFFERENT: DiagnosisRecorded (seq 5) " in capsys.readouterr().out

@@ -51,6 +51,29 @@ def test_writes_are_refused_and_nothing_changes(store: EventStore, query: str) -
     assert store.conn.execute("SELECT to_regclass('evil')").fetchone()[0] is None
 
 
+HIDDEN_CALLS = [
+    """SELECT "set_config"('role', 'postgres', true)""",
+    """SELECT pg_catalog."pg_read_file"('/etc/shadow')""",
+    "SELECT '--', set_config('role', 'postgres', true)",
+    """SELECT $$'$$, "set_config"('role', 'postgres', true)""",
+    "SELECT E'\\'', set_config('role', 'postgres', true) --'",
+    "SELECT /* a /* nested */ comment */ set_config('role', 'postgres', true)",
+]
+
+
+@pytest.mark.parametrize("query", HIDDEN_CALLS)
+def test_a_refused_function_is_found_however_it_is_written(store: EventStore, query: str) -> None:
+    """Quoted names, and literals or comments that a naive filter reads wrongly, do not hide
+    a call from the filter (the reader role and the read-only transaction are the layers
+    behind it, not the only ones)."""
+    with pytest.raises(ReadOnlyViolation, match=r"(set_config|pg_read_file)\(\) is refused"):
+        run_query(store.conn, query)
+    with pytest.raises(ReadOnlyViolation, match="unicode-escaped"):
+        run_query(store.conn, 'SELECT U&"\\0073et_config"(1)')
+    assert run_query(store.conn, "SELECT 'a--b', $$it's$$, \"x\"\"y\" FROM (SELECT 1 AS \"x\"\"y\") t -- end").rows == [
+        ("a--b", "it's", 1)]
+
+
 def test_queries_run_as_the_reader_role(store: EventStore) -> None:
     store.create_experiment("exp")
     result = run_query(store.conn, "SELECT current_user, count(*) FROM branch_history('exp/main')")
@@ -115,12 +138,12 @@ def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[st
     tree = run(cli_env, "lineage", "exp").stdout.splitlines()
     assert tree[0] == "exp"
     assert any("temp-up @" in line and "[rejected]" in line for line in tree)
-    # The promoted branch is the best so far; main is where the search started.
-    assert any("lr-down @" in line and "[incumbent]" in line and "avg 0.410" in line for line in tree)
-    assert any(line.startswith("└── main  [start]") for line in tree)
+    # The decisions were appended by hand, without the gate's evidence: the record shows
+    # them, but none makes a best so far, so main, where the search started, still is.
+    assert any("lr-down @" in line and "[promoted]" in line and "avg 0.410" in line for line in tree), tree
     nodes = json.loads(run(cli_env, "lineage", "exp", "--json").stdout)
     assert {n["ref"]: (n["status"], n["incumbent"]) for n in nodes} == {
-        "exp/main": ("start", False), "exp/temp-up": ("rejected", False), "exp/lr-down": ("incumbent", True)}
+        "exp/main": ("incumbent", True), "exp/temp-up": ("rejected", False), "exp/lr-down": ("promoted", False)}
     assert 'digraph lineage' in run(cli_env, "lineage", "--dot").stdout
     log = json.loads(run(cli_env, "log", "exp/lr-down", "--json").stdout)
     assert log[-1]["type"] == "EvaluationRecorded" and log[-3]["type"] == "BranchForked"
@@ -137,8 +160,19 @@ def test_lineage_log_and_replay_from_the_cli(store: EventStore, cli_env: dict[st
     refused = run(cli_env, "sql", "DELETE FROM events")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1
     assert run(cli_env, "lineage", "nope").returncode == 2
-    nothing = run(cli_env, "replay", "exp/main")  # computations: these events came from no task
-    assert nothing.returncode == 0 and nothing.stdout.startswith("nothing to replay: exp/main"), nothing.stderr
+    # Computations: these results came from no task and no command, so replay cannot vouch for them.
+    unverified = run(cli_env, "replay", "exp/lr-down")
+    assert unverified.returncode == 1, unverified.stderr
+    lines = unverified.stdout.splitlines()
+    assert [line.split(": ")[0].split(" ")[1] for line in lines[:-2]] == [
+        "EvaluationRecorded", "BacktestCompleted", "PromotionDecided", "BacktestCompleted", "DiagnosisRecorded",
+        "EvaluationRecorded"]
+    assert lines[0].startswith("exp/main@2 EvaluationRecorded: UNVERIFIABLE: no task or command produced it")
+    assert "PromotionDecided: UNVERIFIABLE: recorded without the gate's evidence" in unverified.stdout
+    assert lines[-2] == "nothing to replay: exp/lr-down records no completed train, evaluate, diagnose, backtest task"
+    assert lines[-1] == "UNVERIFIABLE: 6 results in exp/lr-down that no task or command produced"
+    allowed = run(cli_env, "replay", "exp/lr-down", "--allow-unverified")
+    assert allowed.returncode == 0 and allowed.stdout.endswith("(allowed: --allow-unverified)\n"), allowed.stderr
 
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "lineage" / "queries").glob("*.sql")),
@@ -163,8 +197,19 @@ def test_lineage_marks_the_best_so_far_and_work_in_flight(store: EventStore, cli
     assert tree[1].startswith("└── main  [incumbent]")  # nothing promoted: the start is the best so far
     assert tree[2].startswith("    └── open @1  [running]")  # not decided yet
 
-    build_search(store)
-    request_task(store, BranchRef("exp", "main"), "noop", "noop-1")
-    tree = run(cli_env, "lineage", "exp").stdout.splitlines()
+    # A candidate the gate promoted (its evidence recorded as the tasks record theirs).
+    from evotrainer.artifacts import open_store
+    from evotrainer.evolve import fork_for_intervention, record_promotion
+    from tests.evolve.builders import evaluate, propose, start, trained
+
+    artifacts = open_store(Path(cli_env["EVOTRAINER_HOME"]) / "artifacts")
+    main = start(store)
+    evaluate(store, main, [0.5, 0.25] * 20, artifacts)
+    fork_for_intervention(store, main, "lr-up", propose(store, main, "grpo.learning_rate", 2e-5))
+    trained(store, BranchRef("demo", "lr-up"), "lr-up")
+    evaluate(store, BranchRef("demo", "lr-up"), [0.75, 0.5] * 20, artifacts)
+    assert record_promotion(store, BranchRef("demo", "lr-up"), artifacts)[0].promoted
+    request_task(store, main, "noop", "noop-1")
+    tree = run(cli_env, "lineage", "demo").stdout.splitlines()
     assert tree[1].startswith("└── main  [running]")  # not the incumbent, and a task in flight
-    assert any("lr-down @" in line and "[incumbent]" in line for line in tree)
+    assert any("lr-up @" in line and "[incumbent]" in line for line in tree)

@@ -26,18 +26,22 @@ PROJECT = Path(__file__).resolve().parents[2]
 FAST = SandboxConfig(wall_time_s=3.0, cpu_time_s=3)
 
 
-def _sandbox_uids_alive() -> list[int]:
-    """Processes on the host owned by a sandbox uid (there must be none after a run)."""
-    uids = []
+SAY_UID = "import os, sys\nprint(os.getuid(), flush=True)\n"
+"""Opens a program whose run is checked for leftovers: each run has a private uid of its own."""
+
+
+def _processes_of(run_uid: str) -> list[int]:
+    """Processes on the host owned by one run's private uid (there must be none after it).
+    Only that run's: another sandbox running at the same time has a uid of its own."""
+    pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                uid = entry.stat().st_uid
+                if entry.stat().st_uid == int(run_uid):
+                    pids.append(int(entry.name))
             except FileNotFoundError:
                 continue
-            if 3_000_000 <= uid < 4_000_000:
-                uids.append(uid)
-    return uids
+    return pids
 
 
 def test_simple_program_passes_with_output() -> None:
@@ -74,10 +78,18 @@ def test_runs_unprivileged_in_own_namespaces() -> None:
 
 
 def test_infinite_loop_times_out_and_tree_is_killed() -> None:
-    code = "import os\nos.fork()\nwhile True: pass"
+    code = SAY_UID + "os.fork()\nwhile True: pass"
     r = run_python(code, config=SandboxConfig(wall_time_s=1.0, cpu_time_s=30))
     assert r.status is Status.TIMEOUT and r.limit == "wall"
-    assert _sandbox_uids_alive() == []
+    assert _processes_of(r.stdout.split()[0]) == []
+
+
+def test_a_run_killed_at_the_wall_limit_reports_the_cpu_its_tree_used() -> None:
+    # Two busy processes for 2 s: the kernel kills the namespace without accounting them
+    # to anyone, so the runner reads the tree's CPU before it kills it.
+    r = run_python("import os\nos.fork()\nwhile True: pass", config=SandboxConfig(wall_time_s=2.0, cpu_time_s=30))
+    assert r.status is Status.TIMEOUT and r.limit == "wall"
+    assert r.cpu_time_s > 0.5, r.cpu_time_s
 
 
 def test_cpu_limit_is_a_timeout() -> None:
@@ -87,10 +99,10 @@ def test_cpu_limit_is_a_timeout() -> None:
 
 
 def test_fork_bomb_is_contained() -> None:
-    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = SAY_UID + "while True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     r = run_python(code, config=SandboxConfig(wall_time_s=2.0, cpu_time_s=5, max_processes=16))
     assert r.status in (Status.TIMEOUT, Status.LIMIT_EXCEEDED)
-    assert _sandbox_uids_alive() == []
+    assert _processes_of(r.stdout.split()[0]) == []
     assert subprocess.run(["true"], check=False).returncode == 0  # the host can still fork
 
 

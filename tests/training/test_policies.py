@@ -52,33 +52,42 @@ def test_smollm2_loads_offline_and_generates(store: Any, monkeypatch: pytest.Mon
     assert "5" in text
 
 
-_SAVE_ONE = """
-import sys, torch
-from pathlib import Path
-from transformers import AutoTokenizer
-from evotrainer.artifacts import open_store
-from evotrainer.training.policies import save_checkpoint
-from evotrainer.training.tiny import TinyRecipe, build_model, build_tokenizer
-tmp = Path(sys.argv[1])
-torch.manual_seed(0)
-tokenizer = build_tokenizer()
-model = build_model(TinyRecipe(num_hidden_layers=1, hidden_size=32, intermediate_size=64), tokenizer)
-tokenizer.save_pretrained(tmp / "tok")
-print(save_checkpoint(model, AutoTokenizer.from_pretrained(tmp / "tok"), open_store(tmp / "artifacts"))[0])
+_TRAIN_ONE = """
+import json
+import huggingface_hub.constants  # imported before evotrainer's switches, as a notebook or a plugin may
+from evotrainer.training.task import run_training_task
+request = {"domain": "math:digit_add", "policy": "tiny", "train_tasks": 8,
+           "settings": {"max_steps": 1, "num_generations": 4, "prompts_per_step": 2}}
+events = run_training_task(request, key="t")
+policy = [e.payload["policy_sha256"] for e in events if e.type == "PolicyCheckpointed"][-1]
+evidence = next(e.payload["evidence_sha256"] for e in events if e.type == "RolloutsRecorded")
+environment = next(e.payload["environment"] for e in events if "environment" in e.payload)
+print(json.dumps({"policy": policy, "evidence": evidence, "environment": environment,
+                  "telemetry_off": huggingface_hub.constants.HF_HUB_DISABLE_TELEMETRY}))
 """
 
 
-def test_a_checkpoints_hash_does_not_depend_on_the_hub_mode_of_the_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """transformers writes `local_files_only` (true in offline mode) into tokenizer_config.json:
-    one policy must not get two hashes from the hub mode of the process that saved it."""
+@pytest.mark.slow
+def test_one_training_request_gives_one_result_whatever_the_hub_mode_of_the_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Hugging Face reads its offline variables when the hub is imported: a process that
+    imported it before evotrainer set them, with or without HF_HUB_OFFLINE in its shell,
+    trains the same policy and evidence, offline and without telemetry, and records the
+    same environment (transformers used to write `local_files_only` into the checkpoint)."""
+    import json
     import os
 
-    hashes = set()
+    from evotrainer.offline import SWITCHES
+
+    runs = []
     for offline in (True, False):
-        env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+        env = {k: v for k, v in os.environ.items() if k not in SWITCHES and k != "EVOTRAINER_ARTIFACTS"}
+        env["EVOTRAINER_HOME"] = str(tmp_path / "home")  # one store: the second run reuses the tiny warm start
         if offline:
-            env["HF_HUB_OFFLINE"] = "1"
-        out = subprocess.run([sys.executable, "-c", _SAVE_ONE, str(tmp_path / str(offline))], env=env,
-                             capture_output=True, text=True, check=True)  # fmt: skip
-        hashes.add(out.stdout.strip().splitlines()[-1])
-    assert len(hashes) == 1, hashes
+            env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        out = subprocess.run([sys.executable, "-c", _TRAIN_ONE], env=env, capture_output=True, text=True, check=False)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert {(r["policy"], r["evidence"]) for r in runs} == {(runs[0]["policy"], runs[0]["evidence"])}
+    assert all(r["telemetry_off"] and r["environment"]["hub_offline"] for r in runs)
+    assert runs[0]["environment"]["switches"] == runs[1]["environment"]["switches"]
+    assert runs[0]["environment"]["cpu_capability"]  # the kernels' instruction-set level is recorded
