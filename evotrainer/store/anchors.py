@@ -92,21 +92,14 @@ def anchor_experiment(store: EventStore, experiment: str | None = None, key: Any
     """Sign every branch head of `experiment` (every experiment when None) and store the
     anchors; UsageError, nothing signed, when the record does not audit intact."""
     key = key or signing_key()
-    refs = [info.ref for info in store.branches(experiment)] if experiment else None
-    if experiment and not refs:
+    report = audit(store, experiment=experiment)  # each branch of the experiment once
+    if experiment and not report.heads:
         raise UsageError(f"no experiment {experiment!r}")
-    heads: dict[str, dict[str, Any]] = {}
-    problems: list[AuditProblem] = []
-    scopes: list[BranchRef | None] = list(refs) if refs is not None else [None]
-    for ref in scopes:
-        report = audit(store, ref)
-        heads.update(report.heads if ref is None else {str(ref): report.heads[str(ref)]})
-        problems += report.problems
-    if problems:
-        raise UsageError(f"the record is altered ({problems[0]}): refusing to sign it")
+    if report.problems:
+        raise UsageError(f"the record is altered ({report.problems[0]}): refusing to sign it")
     public = public_hex(key)
     anchors = []
-    for branch, head in sorted(heads.items()):
+    for branch, head in sorted(report.heads.items()):
         seq, event_hash = int(head["seq"]), str(head["hash"])
         anchors.append(Anchor(branch, seq, event_hash, public, key.sign(_message(branch, seq, event_hash)).hex()))
     with store.transaction() as conn:
@@ -150,6 +143,7 @@ def verify_signed_anchors(store: EventStore, anchors: list[Anchor], trusted: set
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     problems = []
+    hashes: dict[str, dict[int, str]] = {}  # each branch read once, however many anchors it has
     for a in anchors:
         if a.public_key not in trusted:
             problems.append(AuditProblem(a.branch, a.seq, f"anchor signed by an untrusted key {a.public_key[:16]}"))
@@ -160,12 +154,17 @@ def verify_signed_anchors(store: EventStore, anchors: list[Anchor], trusted: set
         except (InvalidSignature, ValueError):
             problems.append(AuditProblem(a.branch, a.seq, "anchor's signature does not verify (forged anchor)"))
             continue
-        ref = BranchRef.parse(a.branch, allow_seq=False)
-        try:
-            found = store.read_branch(ref, after_seq=a.seq - 1, upto_seq=a.seq) if a.seq > 0 else []
-        except NotFoundError:
-            found = []
-        if a.seq > 0 and (not found or found[0].hash != a.event_hash):
+        if a.branch not in hashes:
+            hashes[a.branch] = _hashes_by_seq(store, a.branch)
+        if a.seq > 0 and hashes[a.branch].get(a.seq) != a.event_hash:
             problems.append(AuditProblem(a.branch, a.seq, "signed anchor's event is gone or has another hash "
                                                           "(history rewritten or truncated)"))
     return problems
+
+
+def _hashes_by_seq(store: EventStore, branch: str) -> dict[int, str]:
+    """The branch's effective history as seq -> hash (empty when the branch is gone)."""
+    try:
+        return {e.seq: e.hash for e in store.read_branch(BranchRef.parse(branch, allow_seq=False))}
+    except NotFoundError:
+        return {}

@@ -80,11 +80,14 @@ SELECT e.branch_id, e.seq FROM events e
 """
 
 
-def audit(store: EventStore, ref: BranchRef | None = None) -> AuditReport:
-    """Verify the chains of one branch and its ancestors, or of every branch."""
+def audit(store: EventStore, ref: BranchRef | None = None, experiment: str | None = None) -> AuditReport:
+    """Verify the chains of one branch and its ancestors, of every branch of `experiment`
+    (each once), or of every branch."""
     ids = None
     if ref is not None:
         ids = [segment[0] for segment in store.branch(ref.branch_ref).segments]
+    elif experiment is not None:
+        ids = [info.branch_id for info in store.branches(experiment)]
     report = AuditReport()
     rows = store.conn.execute(_BRANCH_ROWS, (ids, ids)).fetchall()
     for branch_id, experiment, name, fork_seq, parent_exp, parent_name in rows:
@@ -95,7 +98,7 @@ def audit(store: EventStore, ref: BranchRef | None = None) -> AuditReport:
         report.events += count
         report.heads[branch] = head
         report.problems.extend(problems[:1])  # branches come oldest first: ancestors before forks
-    if ref is None:
+    if ids is None:
         for branch_id, seq in store.conn.execute(_ORPHAN_EVENTS):
             report.problems.append(AuditProblem(f"(no branch {branch_id})", seq, "event belongs to no branch"))
     return report
