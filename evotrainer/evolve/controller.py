@@ -202,9 +202,10 @@ class _Run:
         harness = harness_of(history)
         spent = self.steps_spent(candidates)
         existing = {info.name for info in self.store.branches(self.config.name)}
-        inconclusive = self._last_verdict_inconclusive()
+        decisions = self._decisions()  # the gate's verdicts, read (and vouched for) once a round
+        inconclusive = _last_verdict_inconclusive(decisions)
         # Judging the chunk the gate could not see again costs no GRPO step: it goes first.
-        look = self._second_look(incumbent, existing) if inconclusive else None
+        look = self._second_look(incumbent, existing, decisions) if inconclusive else None
         if look is not None or not self._affordable(spent, harness.spec.grpo.max_steps):
             return look
         # The run that made the best so far: its own, or, for a second look, its source's.
@@ -213,14 +214,14 @@ class _Run:
         trend = reward_trend(run.payload.get("step_metrics", [])) if run is not None else None
         continuation = f"continue-{(newest_policy(history) or 'start')[:10]}"
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
-        seen_on, validity = self._validity_conditions_against(incumbent)
+        seen_on, validity = self._validity_conditions_against(incumbent, decisions)
         diagnosed += [c for c in validity if c not in diagnosed]
         proposals = builtin_proposals(
             harness.spec, diagnosed, self.config.domain, self.domain.proposable_components, skill_library(self.store),
-            self._rejected_in_a_row(), trend, inconclusive,
+            _rejected_in_a_row(decisions), trend, inconclusive,
         )  # fmt: skip
         more_of_the_same = continuation_gain(run is not None, trend)
-        if self._exploit_now(incumbent, spent, harness.spec.grpo.max_steps):
+        if self._exploit_now(incumbent, spent, harness.spec.grpo.max_steps, decisions):
             more_of_the_same = max(more_of_the_same, _EXPLOIT_GAIN)
         if self.config.budget_steps is not None:
             # Under a step budget a longer run is a continuation judged in one piece: more
@@ -256,7 +257,7 @@ class _Run:
         self.say(f"nothing left to propose for {incumbent}: stopping after {len(candidates)} candidate versions")
         return None
 
-    def _exploit_now(self, incumbent: BranchRef, spent: int, chunk: int) -> bool:
+    def _exploit_now(self, incumbent: BranchRef, spent: int, chunk: int, decisions: list[StoredEvent]) -> bool:
         """Whether more of the best so far's own recipe should come before any change but a
         validity repair: when the budget has one chunk left (a change that loses then
         cannot be followed by anything, so the last chunk goes to the candidate least
@@ -264,13 +265,12 @@ class _Run:
         (its recipe is still the best known: go on with it before trying another)."""
         if self.config.budget_steps is not None and not self._affordable(spent, 2 * chunk, quiet=True):
             return True
-        decisions = self._decisions()
         if not decisions or decisions[-1].payload["decision"] != "rejected":
             return False
         last = decisions[-1].payload
         return last.get("evidence", {}).get("incumbent") == str(incumbent) and last.get("intervention_id") is not None
 
-    def _second_look(self, incumbent: BranchRef, existing: set[str]) -> BranchRef | None:
+    def _second_look(self, incumbent: BranchRef, existing: set[str], decisions: list[StoredEvent]) -> BranchRef | None:
         """Judge the candidate the gate just rejected for want of power again, with twice
         the samples per problem (evaluation.k): a fork of that candidate
         which trains nothing (is_second_look), its trained policy evaluated anew and the
@@ -280,7 +280,7 @@ class _Run:
         A second look is a second test of one policy: at the gate's 95% two-sided interval
         each look wrongly promotes a no-gain chunk at most 2.5% of the time, so with one
         second look per policy at most 5%."""
-        last = self._decisions()[-1].payload
+        last = decisions[-1].payload
         if last.get("evidence", {}).get("incumbent") != str(incumbent):
             return None
         rejected = BranchRef.parse(last["candidate"], allow_seq=False)
@@ -346,18 +346,6 @@ class _Run:
         if policy is not None and not any(e.type == "EvaluationRecorded" and e.payload["policy_sha256"] == policy
                                           and evaluation_protocol(e) == protocol for e in history):  # fmt: skip
             self._evaluate(incumbent, policy, protocol)
-
-    def _last_verdict_inconclusive(self) -> bool:
-        """Whether the latest rejection was for want of power: a positive mean gain whose
-        interval reached below the gate's margin (a real gain the gate could not see)."""
-        decisions = self._decisions()
-        if not decisions or decisions[-1].payload["decision"] != "rejected":
-            return False
-        last = decisions[-1].payload
-        paired = last.get("evidence", {}).get("per_problem") or {}
-        interval = paired.get("interval")
-        return bool(interval and not last.get("blocking_findings") and (last.get("margin") or 0) > 0
-                    and interval[1] > 0)  # fmt: skip
 
     def summary(self, candidates: list[BranchRef]) -> RunSummary:
         best = incumbent_of(self.store, self.config.name)
@@ -428,7 +416,9 @@ class _Run:
         self.say(f"{incumbent}: backtest of {ident} did not refute it ({listed})")
         return True
 
-    def _validity_conditions_against(self, incumbent: BranchRef) -> tuple[BranchRef | None, list[str]]:
+    def _validity_conditions_against(
+        self, incumbent: BranchRef, decisions: list[StoredEvent]
+    ) -> tuple[BranchRef | None, list[str]]:
         """Validity conditions (a gamed reward, a leak) diagnosed on candidates the gate
         rejected against the best so far, and the latest such candidate (its run is the
         evidence a backtest of the repair replays). They describe the harness the candidate
@@ -436,7 +426,7 @@ class _Run:
         bonus is rejected, and the bonus is why the next change is made."""
         found: list[str] = []
         seen_on = None
-        for decided in self._decisions():
+        for decided in decisions:
             evidence = decided.payload.get("evidence", {})
             if decided.payload["decision"] != "rejected" or evidence.get("incumbent") != str(incumbent):
                 continue
@@ -453,13 +443,26 @@ class _Run:
         """Every gate verdict of the experiment, oldest first (not one appended by hand)."""
         return gate_decisions(self.store, self.config.name)
 
-    def _rejected_in_a_row(self) -> int:
-        count = 0
-        for event in reversed(self._decisions()):
-            if event.payload["decision"] != "rejected":
-                break
-            count += 1
-        return count
+
+def _last_verdict_inconclusive(decisions: list[StoredEvent]) -> bool:
+    """Whether the latest rejection was for want of power: a positive mean gain whose
+    interval reached below the gate's margin (a real gain the gate could not see)."""
+    if not decisions or decisions[-1].payload["decision"] != "rejected":
+        return False
+    last = decisions[-1].payload
+    paired = last.get("evidence", {}).get("per_problem") or {}
+    interval = paired.get("interval")
+    return bool(interval and not last.get("blocking_findings") and (last.get("margin") or 0) > 0
+                and interval[1] > 0)  # fmt: skip
+
+
+def _rejected_in_a_row(decisions: list[StoredEvent]) -> int:
+    count = 0
+    for event in reversed(decisions):
+        if event.payload["decision"] != "rejected":
+            break
+        count += 1
+    return count
 
 
 def selection_protocol(domain: str, spec: HarnessSpec, part: str = "selection") -> dict[str, Any]:

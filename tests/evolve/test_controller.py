@@ -178,7 +178,7 @@ def test_a_second_look_judges_the_rejected_policy_again_with_more_samples_and_tr
     lines: list[str] = []
     loop = _Run(store, first.model_copy(update={"iterations": 2}), lines.append)
     main = BranchRef("loop", "main")
-    look = loop._second_look(main, {info.name for info in store.branches("loop")})
+    look = loop._second_look(main, {info.name for info in store.branches("loop")}, loop._decisions())
     assert look is not None and look.branch.startswith("second-look-")
     assert "trains nothing" in lines[-1]
     loop.judge(look)
@@ -198,7 +198,7 @@ def test_a_second_look_judges_the_rejected_policy_again_with_more_samples_and_tr
     assert decision["evidence"]["protocol"]["k"] == 2 * TINY["evaluation"]["k"]
     assert decision["evidence"]["baseline_evaluation"]["branch"] == "loop/main"
     # One second look per policy: the look itself is never looked at again.
-    assert loop._second_look(main, {info.name for info in store.branches("loop")}) is None
+    assert loop._second_look(main, {info.name for info in store.branches("loop")}, loop._decisions()) is None
 
 
 @pytest.mark.slow
