@@ -32,6 +32,9 @@ from evotrainer.harness.spec import HarnessSpec
 
 MAX_EVALUATION_SAMPLES = 128
 """Samples per problem the proposer raises evaluation.k to, at most."""
+MAX_EVALUATION_PROBLEMS = 2000
+"""Problems per half a second look raises evaluation.eval_tasks to, at most: evaluation
+time grows with the problems, and past a few thousand a look costs more than a chunk."""
 ESCALATE_AFTER = 2
 """Rejected versions in a row after which subtractions are tried first."""
 

@@ -74,6 +74,14 @@ def held_out_tasks(domain: Domain, request: EvaluationRequest) -> list[Task]:
     return both[0::2] if request.part == "selection" else both[1::2]
 
 
+def holds_distinct(domain: Domain, eval_tasks: int, data_seed: int) -> bool:
+    """Whether the held-out split has enough distinct problems for both halves at
+    `eval_tasks` each (a generated level repeats problems once its space is exhausted; a
+    fixed pool simply runs out)."""
+    tasks = domain.tasks("eval", 2 * eval_tasks, data_seed)
+    return len({t.prompt for t in tasks}) >= 2 * eval_tasks
+
+
 def evaluate(
     request: EvaluationRequest, store: ArtifactStore | None = None, *, domain: Domain | None = None
 ) -> EvaluationResult:

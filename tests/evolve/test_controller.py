@@ -12,6 +12,7 @@ from evotrainer.errors import UsageError
 from evotrainer.evolve import fork_for_intervention
 from evotrainer.evolve.controller import _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.proposer import MAX_EVALUATION_SAMPLES
 from evotrainer.evolve.status import experiment_status
 from evotrainer.evolve.tasks import _current_generation, task_id
 from evotrainer.fleet import request_task
@@ -168,8 +169,9 @@ def test_work_whose_attempts_ran_out_is_asked_for_again_under_a_new_id(store: Ev
 def test_a_second_look_judges_the_rejected_policy_again_with_more_samples_and_trains_nothing(
     store: EventStore,
 ) -> None:
-    # A gate no chunk can clear: the first candidate is rejected whatever it gained.
-    strict = {**TINY, "promotion": {"min_margin": 1.0}}
+    # A gate no chunk can clear: the first candidate is rejected whatever it gained. Twelve
+    # problems a half is more than half of digit_add's held-out sums: only k can double.
+    strict = {**TINY, "evaluation": {"k": 2, "eval_tasks": 12}, "promotion": {"min_margin": 1.0}}
     first = ExperimentConfig(name="loop", iterations=1, harness=strict)
     run_experiment(store, first)
     (rejected,) = [info.ref for info in store.branches("loop") if info.name != "main"]
@@ -188,17 +190,29 @@ def test_a_second_look_judges_the_rejected_policy_again_with_more_samples_and_tr
     assert not [e for e in own if e.type in ("TrainingCompleted", "RolloutsRecorded")]
     assert loop.steps_spent(loop.candidates()) == sum(int(e.payload["steps"]) for e in trained)
     (evaluation,) = [e for e in own if e.type == "EvaluationRecorded"]
-    assert evaluation.payload["request"]["k"] == 2 * TINY["evaluation"]["k"]
+    assert (evaluation.payload["request"]["k"], evaluation.payload["request"]["eval_tasks"]) == (4, 12)
     decision = [e for e in store.read_branch(main) if e.type == "PromotionDecided"][-1].payload
     assert decision["candidate"] == str(look)
     # Judged on the rejected branch's own run and diagnosis, against the start re-measured
     # the same way.
     diagnosis = [e for e in store.read_branch(rejected) if e.type == "DiagnosisRecorded"][-1]
     assert decision["evidence"]["diagnosis"]["event_id"] == diagnosis.event_id
-    assert decision["evidence"]["protocol"]["k"] == 2 * TINY["evaluation"]["k"]
+    assert decision["evidence"]["protocol"]["k"] == 4
     assert decision["evidence"]["baseline_evaluation"]["branch"] == "loop/main"
     # One second look per policy: the look itself is never looked at again.
     assert loop._second_look(main, {info.name for info in store.branches("loop")}, loop._decisions()) is None
+
+
+def test_a_second_look_doubles_the_problems_where_the_held_out_split_holds_them(store: EventStore) -> None:
+    # Problems differ more than samples of one problem: more problems narrow the interval
+    # most, and column_add3's held-out split holds thousands; digit_add's holds about 20.
+    many = _Run(store, ExperimentConfig(name="many", domain="math:column_add3", harness=TINY), lambda line: None)
+    few = _Run(store, ExperimentConfig(name="few", domain="math:digit_add", harness=TINY), lambda line: None)
+    spec = HarnessSpec.model_validate({"evaluation": {"k": 8, "eval_tasks": 150}})
+    assert many._more_power(spec) == ("evaluation.eval_tasks", 300)
+    assert few._more_power(spec) == ("evaluation.k", 16)
+    limits = HarnessSpec.model_validate({"evaluation": {"k": MAX_EVALUATION_SAMPLES, "eval_tasks": 150}})
+    assert few._more_power(limits) is None
 
 
 @pytest.mark.slow
