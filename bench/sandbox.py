@@ -1,34 +1,49 @@
 """Sandboxed runs per second of a trivial program against a bare subprocess, same run.
 
-    python bench/sandbox.py [--runs 30] [--rounds 4]
+    .venv/bin/python bench/sandbox.py [--runs 20] [--rounds 9]
 
 Both sides start the same interpreter on the same one-line program; the bare side is
-subprocess.run with no isolation. Prints both rates and their ratio (target >= 0.5).
+subprocess.run with no isolation. Each round times `--runs` starts of each side, back to
+back in an order that rotates from round to round (bench/common.py), and takes the ratio
+of the two rates within the round. Prints the median round's ratio with its spread, the
+machine's load over the run, and whether the median meets the target (>= 0.6).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-from evotrainer.sandbox import SandboxConfig, Status, run_python
-from evotrainer.sandbox.runner import bare_run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import LoadWatch, paired_rounds, ratios, report_ratio  # noqa: E402
+from evotrainer.sandbox import SandboxConfig, Status, run_python  # noqa: E402
+from evotrainer.sandbox.runner import bare_run  # noqa: E402
 
 PROGRAM = "print(1)"
+TARGET = 0.6
 
 
-def _rate(fn, runs: int) -> float:
-    fn()  # warm the page cache and the interpreter's first start
-    start = time.perf_counter()
-    for _ in range(runs):
-        fn()
-    return runs / (time.perf_counter() - start)
+def rate_of(fn: Callable[[], None], runs: int) -> Callable[[], float]:
+    """A side: starts per second over `runs` back-to-back starts."""
+
+    def measure() -> float:
+        start = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        return runs / (time.perf_counter() - start)
+
+    return measure
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=20, help="starts per side per round")
+    parser.add_argument("--rounds", type=int, default=9, help="paired rounds; the median round counts")
     args = parser.parse_args()
     config = SandboxConfig()
 
@@ -39,16 +54,14 @@ def main() -> None:
     def bare() -> None:
         assert bare_run([config.python, "-I", "-S", "-c", PROGRAM]) == 0
 
-    # Interleave rounds so drift in machine load hits both sides alike; each side keeps
-    # its best round (the least disturbed by other work on the machine).
-    bare_rates, sandbox_rates = [], []
-    for _ in range(args.rounds):
-        bare_rates.append(_rate(bare, args.runs))
-        sandbox_rates.append(_rate(sandboxed, args.runs))
-    bare_rate, sandbox_rate = max(bare_rates), max(sandbox_rates)
-    print(f"bare subprocess: {bare_rate:8.1f} runs/s")
-    print(f"sandboxed:       {sandbox_rate:8.1f} runs/s")
-    print(f"ratio sandboxed/bare: {sandbox_rate / bare_rate:.2f} (target >= 0.50)")
+    sandboxed(), bare()  # the page cache and the interpreter's first start, untimed
+    with LoadWatch() as load:
+        found = paired_rounds({"bare": rate_of(bare, args.runs), "sandboxed": rate_of(sandboxed, args.runs)},
+                              args.rounds)  # fmt: skip
+    print(f"bare subprocess: median {statistics.median(found['bare']):7.1f} runs/s")
+    print(f"sandboxed:       median {statistics.median(found['sandboxed']):7.1f} runs/s")
+    report_ratio("sandboxed / bare (runs per second)", ratios(found["sandboxed"], found["bare"]), TARGET)
+    print(load.line())
 
 
 if __name__ == "__main__":
