@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import ValidationError
 
 from evotrainer.client import Client, connect
 from evotrainer.errors import EvotrainerError
@@ -107,12 +108,31 @@ def tool_errors(fn: F) -> F:
     return wrapped  # type: ignore[return-value]
 
 
+class Server(FastMCP):
+    """FastMCP whose tool errors are one line: the SDK reports arguments that do not
+    validate with pydantic's multi-line text, which an agent reads worse than the CLI's."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            return await super().call_tool(name, arguments)
+        except ToolError as exc:
+            raise ToolError(one_line(name, exc)) from None
+
+
+def one_line(tool: str, exc: ToolError) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, ValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in cause.errors())
+        return f"bad arguments for {tool}: {problems}"
+    return " ".join(str(exc).split("\n")[0].split())
+
+
 def build_server(url: str | None = None, host: str = "127.0.0.1", port: int = 8765) -> FastMCP:
     """The server with every tool and resource registered; `url` as for connect()."""
     from evotrainer.agents.resources import register_resources
     from evotrainer.agents.tools import register_tools
 
-    server = FastMCP("evotrainer", instructions=INSTRUCTIONS, host=host, port=port)
+    server = Server("evotrainer", instructions=INSTRUCTIONS, host=host, port=port)
     tools = Tools(url)
     register_tools(server, tools)
     register_resources(server, tools)

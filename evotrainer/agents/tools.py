@@ -9,7 +9,7 @@ from typing import Any
 
 from mcp.server.fastmcp import Context, FastMCP
 
-from evotrainer.agents.server import READ, WRITE, Tools, event_json, plain, tool_errors
+from evotrainer.agents.server import READ, WRITE, Tools, client_name, event_json, plain, tool_errors
 
 MAX_EVENTS = 200
 """Events one `events` call returns at most (the newest): payloads can be large."""
@@ -103,7 +103,8 @@ def register_tools(server: FastMCP, tools: Tools) -> None:
         path, e.g. grpo.learning_rate) to `value`, with a hypothesis ('if X changes, Y improves
         because Z'), a success criterion (METRIC OP NUMBER [and ...]) and a rollback plan."""
         with tools.client(ctx) as db:
-            return plain(db.propose(ref, {field: value}, hypothesis, criterion=criterion, rollback=rollback))
+            return plain(db.propose(ref, {field: value}, hypothesis, criterion=criterion, rollback=rollback,
+                                    proposer=f"mcp:{client_name(ctx)}"))
 
     @server.tool(annotations=WRITE)
     @tool_errors

@@ -316,9 +316,11 @@ class Client:
     def propose(
         self, ref: str, changes: Mapping[str, Any], hypothesis: str, *, criterion: str | None = None,
         rollback: str | None = None, frozen: Sequence[str] | None = None, intervention_id: str | None = None,
+        proposer: str = "human",
     ) -> Proposal:
         """Record a single-factor intervention on the branch's harness (InterventionProposed):
-        `changes` is {FIELD: VALUE} with exactly one field, as `propose --set FIELD=VALUE`."""
+        `changes` is {FIELD: VALUE} with exactly one field, as `propose --set FIELD=VALUE`;
+        `proposer` is recorded with it (an agent over MCP: mcp:<client name>)."""
         from evotrainer.harness.intervention import design_intervention
         from evotrainer.harness.versions import branch_harness
 
@@ -326,14 +328,14 @@ class Client:
         current = branch_harness(self.store, branch)
         designed = design_intervention(current.spec, dict(changes), hypothesis=hypothesis,
                                        success_criterion=criterion, rollback_plan=rollback,
-                                       frozen_fields=list(frozen) if frozen else None, proposer="human",
+                                       frozen_fields=list(frozen) if frozen else None, proposer=proposer,
                                        intervention_id=intervention_id)  # fmt: skip
         events = current.unrecorded_default()
         e = designed.event
         events.append(NewEvent.of(e, idempotency_key=f"intervention:{e.intervention_id}"))
         seq = self.store.append(branch, events)[-1].seq
         return Proposal(e.intervention_id, e.field, e.old_value, e.new_value, e.hypothesis, e.success_criterion,
-                        designed.candidate.address(), seq)  # fmt: skip
+                        designed.candidate.address(), seq, proposer)  # fmt: skip
 
     def backtest(
         self, ref: str, intervention_id: str, evidence: str | None = None, *, domain: str | None = None,

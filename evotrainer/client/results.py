@@ -219,7 +219,7 @@ class Proposal:
     """The harness the intervention would run under."""
     recorded_seq: int
     proposer: str = "human"
-    """human (`propose`), or skill:ID (`propose_from_skills`)."""
+    """human (`propose`), mcp:<client> (an agent over MCP), or skill:ID (`propose_from_skills`)."""
 
 
 @dataclass(frozen=True)
