@@ -132,7 +132,7 @@ def build_server(url: str | None = None, host: str = "127.0.0.1", port: int = 87
     from evotrainer.agents.resources import register_resources
     from evotrainer.agents.tools import register_tools
 
-    server = Server("evotrainer", instructions=INSTRUCTIONS, host=host, port=port)
+    server = Server("evotrainer", instructions=INSTRUCTIONS, host=host, port=port, log_level="WARNING")
     tools = Tools(url)
     register_tools(server, tools)
     register_resources(server, tools)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
 
 ROOT = Path(__file__).resolve().parents[2]
-SMALL = {"grpo": {"max_steps": 2, "num_generations": 4, "prompts_per_step": 2},
-         "evaluation": {"k": 2, "eval_tasks": 8}}  # fmt: skip
+SMALL = {"grpo": {"max_steps": 1, "num_generations": 4, "prompts_per_step": 2},
+         "evaluation": {"k": 2, "eval_tasks": 4}}  # fmt: skip
 
 
 def data(result: CallToolResult) -> Any:
@@ -107,7 +108,8 @@ def test_an_agent_drives_a_whole_cycle_over_stdio(database_url: str, store: Even
     store.create_experiment("mcp", {"domain": "math", "config": {"domain": "math:digit_add"}})
     store.append(BranchRef("mcp", "main"), [versioned_event(HarnessSpec.parse(SMALL))])
 
-    seen = asyncio.run(asyncio.wait_for(cycle(server(database_url, tmp_path / "home"), store), timeout=240))
+    params = server(database_url, tmp_path / "home")
+    seen = asyncio.run(asyncio.wait_for(cycle(params, store), timeout=240))
 
     assert "no branch mcp/nope" in seen["no branch"]
     assert "grpo.no_such" in seen["bad field"]
@@ -125,3 +127,12 @@ def test_an_agent_drives_a_whole_cycle_over_stdio(database_url: str, store: Even
     assert written and {e.actor for e in written} == {"mcp:test-agent"}
     proposed = next(e for e in written if e.type == "InterventionProposed")
     assert proposed.payload["proposer"] == "mcp:test-agent"
+
+    # The README's example agent, on the candidate: it diagnoses and proposes, as itself.
+    agent = subprocess.run([params.command, str(ROOT / "examples" / "mcp_agent.py"), "mcp/drop-dead"],
+                           env=params.env, capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert agent.returncode == 0, agent.stderr[-2000:]
+    assert agent.stdout.startswith("experiments: mcp\n") and "proposed iv-" in agent.stdout
+    last = store.read_branch(BranchRef("mcp", "drop-dead"))[-1]
+    assert (last.type, last.actor, last.payload["proposer"]) == ("InterventionProposed", "mcp:example-agent",
+                                                                 "mcp:example-agent")  # fmt: skip
