@@ -22,15 +22,19 @@ if TYPE_CHECKING:
     from evotrainer.client import Client, MissingExtraError, Table, connect
     from evotrainer.client.results import (
         Audit,
+        Backtest,
         Branch,
         Comparison,
         Diagnosis,
         Experiment,
+        Harness,
+        HarnessDiff,
         Lineage,
         Promotion,
         Proposal,
         Replay,
         RunResult,
+        TaskOutcome,
     )
     from evotrainer.errors import (
         AlreadyExistsError,
@@ -52,8 +56,9 @@ _WHERE: dict[str, str] = {
     "Client": "evotrainer.client",
     "Table": "evotrainer.client",
     "MissingExtraError": "evotrainer.client",
-    **dict.fromkeys(("Audit", "Branch", "Comparison", "Diagnosis", "Experiment", "Lineage", "Promotion", "Proposal",
-                     "Replay", "RunResult"), "evotrainer.client.results"),  # fmt: skip
+    **dict.fromkeys(("Audit", "Backtest", "Branch", "Comparison", "Diagnosis", "Experiment", "Harness", "HarnessDiff",
+                     "Lineage", "Promotion", "Proposal", "Replay", "RunResult", "TaskOutcome"),
+                    "evotrainer.client.results"),  # fmt: skip
     **dict.fromkeys(("EvotrainerError", "UsageError", "NotFoundError", "AlreadyExistsError", "InvalidPayloadError",
                      "ConcurrencyError", "DatabaseUnavailableError", "ImmutableHistoryError"),
                     "evotrainer.errors"),  # fmt: skip
@@ -65,6 +70,7 @@ _WHERE: dict[str, str] = {
 __all__ = [
     "AlreadyExistsError",
     "Audit",
+    "Backtest",
     "Branch",
     "BranchRef",
     "Client",
@@ -74,6 +80,8 @@ __all__ = [
     "Diagnosis",
     "EvotrainerError",
     "Experiment",
+    "Harness",
+    "HarnessDiff",
     "ImmutableHistoryError",
     "InvalidPayloadError",
     "Lineage",
@@ -86,6 +94,7 @@ __all__ = [
     "RunResult",
     "StoredEvent",
     "Table",
+    "TaskOutcome",
     "UsageError",
     "connect",
 ]

@@ -83,6 +83,11 @@ COMMANDS: dict[str, CommandSpec] = {
     "schemas": _spec("schemas:app", "JSON Schemas of the event catalogue."),
     "harness": _spec("harness:app", "Show, compare and record harness versions."),
     "domains": _spec("domains:app", "Task domains (math, code, swe): list them, show sample tasks, score completions."),
+    "skills": _spec("skills:app", "The skill library: list, show, export to a file, import from one, and let"
+                    " validated skills propose their own change."),
+    "mcp": _spec("agents:mcp_command", "Serve evotrainer to agents over MCP (stdio, or streamable HTTP): tools"
+                 " for the lineage, SQL, diagnose, propose, backtest, fork, train, evaluate, promote, audit,"
+                 " replay and skills."),
 }
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from evotrainer.client.results import (
     Audit,
+    Backtest,
     Branch,
     BranchRow,
     Comparison,
@@ -28,6 +29,8 @@ from evotrainer.client.results import (
     Experiment,
     ExperimentRow,
     FindingRow,
+    Harness,
+    HarnessDiff,
     Lineage,
     LineageRow,
     Promotion,
@@ -35,6 +38,8 @@ from evotrainer.client.results import (
     Replay,
     ReplayedRow,
     RunResult,
+    SkillRow,
+    TaskOutcome,
     TrainingStepRow,
 )
 from evotrainer.client.tables import Table
@@ -43,6 +48,7 @@ from evotrainer.refs import BranchRef, check_name
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 
 if TYPE_CHECKING:
+    from evotrainer.client.work import Inputs
     from evotrainer.evolve.experiment_config import ExperimentConfig
 
 EVENT_COLUMNS: tuple[str, ...] = StoredEvent._fields
@@ -181,6 +187,23 @@ class Client:
         return Audit(report.intact, report.branches, report.events, tuple(report.problems),
                      report.heads, signed, decisions)  # fmt: skip
 
+    def harness(self, ref: str) -> Harness:
+        """The harness EXPERIMENT/BRANCH[@SEQ] runs under (the default spec when none is recorded)."""
+        from evotrainer.harness.versions import branch_harness
+
+        branch = BranchRef.parse(ref)
+        current = branch_harness(self.store, branch)
+        return Harness(str(branch), current.address, current.recorded_seq, current.spec.to_json())
+
+    def harness_diff(self, a: str, b: str) -> HarnessDiff:
+        """The fields whose values differ between two branches' harnesses (EXPERIMENT/BRANCH[@SEQ])."""
+        from evotrainer.harness.spec import diff
+        from evotrainer.harness.versions import branch_harness
+
+        left = branch_harness(self.store, BranchRef.parse(a))
+        right = branch_harness(self.store, BranchRef.parse(b))
+        return HarnessDiff(left.address, right.address, tuple(diff(left.spec, right.spec)))
+
     def replay(self, ref: str) -> Replay:
         """Re-execute the branch's recorded train, evaluate, diagnose and backtest tasks and
         compare their outputs hash for hash, stopping at the first that differs. A task
@@ -199,6 +222,42 @@ class Client:
             if done.difference is not None:
                 break
         return Replay(str(branch), Table(ReplayedRow._fields, rows))
+
+    def skills(self, domain: str | None = None) -> Table[SkillRow]:
+        """The skill library (every experiment's SkillRecorded and SkillImported), or only the
+        skills tried in `domain`'s family; best record first."""
+        from evotrainer.evolve.skills import skill_library
+
+        family = domain.split(":", 1)[0] if domain else None
+        library = skill_library(self.store).skills.values()
+        rows = [SkillRow(s.skill_id, s.trigger, s.field_path, s.way, s.category, s.successes, s.failures,
+                         s.mean_effect, sorted(s.validated_in), sorted(s.tried_in), s.general, len(s.imported_from))
+                for s in library if family is None or family in s.tried_in]  # fmt: skip
+        rows.sort(key=lambda r: (not r.general, r.failures - r.successes, r.skill_id))
+        return Table(SkillRow._fields, rows)
+
+    def skill(self, skill_id: str) -> dict[str, Any]:
+        """One skill in METHOD.md's format (trigger, intervention, expected outcome, counts,
+        effect sizes, domains), with the change that validated it and where it came from."""
+        from evotrainer.evolve.skill_files import skill_entry
+        from evotrainer.evolve.skills import skill_library
+
+        found = skill_library(self.store).skills.get(skill_id)
+        if found is None:
+            raise NotFoundError(f"no skill {skill_id} (see `evotrainer skills list`)")
+        return skill_entry(self.store, found)
+
+    def export_skills(self, domain: str | None = None, format: str = "json") -> str:
+        """The library as a skills file: `json` (what `import_skills` reads) or `md` (for people)."""
+        import json
+
+        from evotrainer.evolve.skill_files import export_document, render_markdown
+        from evotrainer.evolve.skills import skill_library
+
+        if format not in ("json", "md"):
+            raise UsageError(f"no skills file format {format!r}: json or md")
+        document = export_document(self.store, skill_library(self.store), domain)
+        return json.dumps(document, indent=2) + "\n" if format == "json" else render_markdown(document)
 
     # -- writing --------------------------------------------------------------------
 
@@ -257,9 +316,11 @@ class Client:
     def propose(
         self, ref: str, changes: Mapping[str, Any], hypothesis: str, *, criterion: str | None = None,
         rollback: str | None = None, frozen: Sequence[str] | None = None, intervention_id: str | None = None,
+        proposer: str = "human",
     ) -> Proposal:
         """Record a single-factor intervention on the branch's harness (InterventionProposed):
-        `changes` is {FIELD: VALUE} with exactly one field, as `propose --set FIELD=VALUE`."""
+        `changes` is {FIELD: VALUE} with exactly one field, as `propose --set FIELD=VALUE`;
+        `proposer` is recorded with it (an agent over MCP: mcp:<client name>)."""
         from evotrainer.harness.intervention import design_intervention
         from evotrainer.harness.versions import branch_harness
 
@@ -267,14 +328,90 @@ class Client:
         current = branch_harness(self.store, branch)
         designed = design_intervention(current.spec, dict(changes), hypothesis=hypothesis,
                                        success_criterion=criterion, rollback_plan=rollback,
-                                       frozen_fields=list(frozen) if frozen else None, proposer="human",
+                                       frozen_fields=list(frozen) if frozen else None, proposer=proposer,
                                        intervention_id=intervention_id)  # fmt: skip
         events = current.unrecorded_default()
         e = designed.event
         events.append(NewEvent.of(e, idempotency_key=f"intervention:{e.intervention_id}"))
         seq = self.store.append(branch, events)[-1].seq
         return Proposal(e.intervention_id, e.field, e.old_value, e.new_value, e.hypothesis, e.success_criterion,
-                        designed.candidate.address(), seq)  # fmt: skip
+                        designed.candidate.address(), seq, proposer)  # fmt: skip
+
+    def backtest(
+        self, ref: str, intervention_id: str, evidence: str | None = None, *, domain: str | None = None,
+        train_tasks: int = 64, record: bool = True,
+    ) -> Backtest:
+        """Replay an intervention proposed on the branch over its stored rollout evidence (or
+        `evidence`) and judge it against its criterion; recorded as BacktestCompleted unless
+        not `record`. `domain` scores components the evidence lacks."""
+        from evotrainer.backtest.task import domain_scorer, run_intervention_backtest
+
+        branch = BranchRef.parse(ref, allow_seq=False)
+        scorer = domain_scorer(domain, train_tasks, 0) if domain else None
+        run = run_intervention_backtest(self.store, branch, intervention_id, evidence, score_missing=scorer)
+        seq = self.store.append(branch, run.events())[-1].seq if record else None
+        v = run.verdict
+        return Backtest(run.intervention.intervention_id, run.kind, run.evidence, dict(run.figures),
+                        run.intervention.success_criterion, v.passed, tuple(v.held), tuple(v.failed),
+                        tuple(v.unchecked), seq)  # fmt: skip
+
+    def train(
+        self, ref: str, *, domain: str | None = None, policy: str = "latest", steps: int | None = None,
+        seed: int | None = None, learning_rate: float | None = None, group_size: int | None = None,
+        prompts_per_step: int | None = None,
+    ) -> TaskOutcome:
+        """Request a GRPO run of the branch's policy under its harness (a `train` task) and,
+        without a broker, run it here; the keywords override single settings for this run."""
+        from evotrainer.client.work import training_inputs
+
+        given = {"max_steps": steps, "seed": seed, "learning_rate": learning_rate,
+                 "num_generations": group_size, "prompts_per_step": prompts_per_step}  # fmt: skip
+        return self._work(ref, "train", training_inputs(policy, given), domain)
+
+    def evaluate(
+        self, ref: str, *, domain: str | None = None, policy: str = "latest", k: int | None = None,
+        tasks: int | None = None, temperature: float | None = None, seed: int | None = None,
+    ) -> TaskOutcome:
+        """Request Avg@k of the branch's newest policy on the held-out split (an `evaluate`
+        task) under its harness's evaluation protocol and, without a broker, run it here."""
+        from evotrainer.client.work import evaluation_inputs
+
+        given = {"k": k, "eval_tasks": tasks, "temperature": temperature, "seed": seed}
+        return self._work(ref, "evaluate", evaluation_inputs(policy, given), domain)
+
+    def import_skills(self, path: str | Path, into: str) -> Table[StoredEvent]:
+        """Record every skill of a JSON skills file on INTO/main as SkillImported (with the
+        file and where it was exported from), all or none: a file that does not validate is
+        a UsageError and nothing is written. Importing the same file again is a no-op."""
+        from evotrainer.evolve.skill_files import import_skills
+
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else exc.reason
+            raise UsageError(f"cannot read {path}: {why}") from None
+        return Table(EVENT_COLUMNS, import_skills(self.store, into, text, str(path)))
+
+    def propose_from_skills(self, ref: str, domain: str | None = None) -> list[Proposal]:
+        """Let every validated skill whose trigger fires on the branch's last diagnosis
+        propose its own change (InterventionProposed with proposer skill:ID); [] when none fires."""
+        from evotrainer.client.work import experiment_domain
+        from evotrainer.evolve.skill_proposals import propose_from_skills
+        from evotrainer.evolve.skills import skill_library
+        from evotrainer.harness.versions import branch_harness
+
+        branch = BranchRef.parse(ref, allow_seq=False)
+        self.store.branch(branch)
+        stored = propose_from_skills(self.store, branch, domain or experiment_domain(self.store, branch),
+                                     skill_library(self.store))  # fmt: skip
+        spec = branch_harness(self.store, branch).spec
+        out = []
+        for e in stored:
+            p = e.payload
+            candidate = spec.with_field(p["field"], p["new_value"]).address()
+            out.append(Proposal(p["intervention_id"], p["field"], p["old_value"], p["new_value"], p["hypothesis"],
+                                p["success_criterion"], candidate, e.seq, p["proposer"]))  # fmt: skip
+        return out
 
     def promote(self, ref: str, *, record: bool = True) -> Promotion:
         """Run the promotion gate on a candidate branch: promoted if it beats the best so far
@@ -331,6 +468,14 @@ class Client:
                           Table(("seed", "fixed", "loop", "gain", "loop_steps"), rows), p)  # fmt: skip
 
     # -- helpers --------------------------------------------------------------------
+
+    def _work(self, ref: str, kind: str, inputs: Inputs, domain: str | None) -> TaskOutcome:
+        from evotrainer.client.work import request_work
+
+        _quiet_when_local()
+        run = request_work(self.store, BranchRef.parse(ref, allow_seq=False), kind, inputs, domain)
+        return TaskOutcome(run.kind, run.task_id, run.branch, run.requested_seq, run.ran_here, run.failure,
+                           Table(EVENT_COLUMNS, list(run.events)))  # fmt: skip
 
     def _branch_row(self, ref: BranchRef) -> BranchRow:
         info = self.store.branch(ref)

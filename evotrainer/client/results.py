@@ -92,6 +92,25 @@ class FindingRow(NamedTuple):
     message: str
 
 
+class SkillRow(NamedTuple):
+    """One skill of the library: its outcomes summed over every experiment (imports included)."""
+
+    skill_id: str
+    trigger: str
+    field: str
+    direction: str
+    category: str
+    successes: int
+    failures: int
+    mean_effect: float | None
+    validated_in: list[str]
+    tried_in: list[str]
+    general: bool
+    """Validated in two or more domains: in the shared library."""
+    imported: int
+    """How many of its records came from skills files (SkillImported)."""
+
+
 @dataclass(frozen=True)
 class Branch:
     """A branch and where its history stands."""
@@ -199,6 +218,8 @@ class Proposal:
     candidate_hash: str
     """The harness the intervention would run under."""
     recorded_seq: int
+    proposer: str = "human"
+    """human (`propose`), mcp:<client> (an agent over MCP), or skill:ID (`propose_from_skills`)."""
 
 
 @dataclass(frozen=True)
@@ -236,3 +257,55 @@ class Comparison:
     seeds: Table[tuple[Any, ...]]
     """seed, fixed score, loop score, gain, loop steps."""
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Harness:
+    """The harness a branch runs under."""
+
+    ref: str
+    address: str
+    recorded_seq: int | None
+    """Where it was recorded (None: the default spec, never recorded on this branch)."""
+    spec: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HarnessDiff:
+    a: str
+    b: str
+    """The two harness addresses."""
+    changes: tuple[tuple[str, Any, Any], ...]
+    """FIELD, value under a, value under b: each field whose value differs."""
+
+
+@dataclass(frozen=True)
+class Backtest:
+    """An intervention replayed on stored evidence and judged against its criterion."""
+
+    intervention_id: str
+    kind: str
+    evidence: str
+    figures: dict[str, Any]
+    criterion: str
+    passed: bool
+    held: tuple[str, ...]
+    failed: tuple[str, ...]
+    unchecked: tuple[str, ...]
+    """Clauses a backtest cannot judge (they wait for training)."""
+    recorded_seq: int | None
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """A `train` or `evaluate` task: requested, and run here when there is no broker."""
+
+    kind: str
+    task_id: str
+    branch: str
+    requested_seq: int
+    ran_here: bool
+    """False when a broker is configured: a worker runs it (see `evotrainer tasks`)."""
+    failure: str | None
+    events: Table[StoredEvent]
+    """The TaskRequested and every event the task appended."""

@@ -23,6 +23,7 @@ from evotrainer.events.intervention import (
     ComparisonRecorded,
     InterventionProposed,
     PromotionDecided,
+    SkillImported,
     SkillRecorded,
 )
 from evotrainer.events.policy import (
@@ -48,6 +49,7 @@ __all__ = [
     "PolicyCheckpointed",
     "PromotionDecided",
     "RolloutsRecorded",
+    "SkillImported",
     "SkillRecorded",
     "TaskCompleted",
     "TaskFailed",

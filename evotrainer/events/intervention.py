@@ -74,6 +74,28 @@ class SkillRecorded(Event):
 
 
 @register
+class SkillImported(Event):
+    """A skill brought in from a skills file (`evotrainer skills import`), kept apart from
+    the outcomes recorded here: its counts and effect sizes are the source's, and where it
+    came from is part of the event. One event per skill per file."""
+
+    skill_id: str = Field(min_length=1, pattern=r"^[a-z_]+/[\w.]+/(raise|lower|add|enable|disable|set)$")
+    trigger: str = Field(min_length=1)
+    intervention: str
+    expected_outcome: str
+    category: Literal[
+        "reward_design", "filtering", "training_stability", "evaluation_protocol", "cross_domain_transfer"
+    ]
+    successes: int = Field(ge=0)
+    failures: int = Field(ge=0)
+    effect_sizes: list[float] = Field(default_factory=list)
+    validated_in: list[str] = Field(default_factory=list, description="domains where it succeeded at least once")
+    tried_in: list[str] = Field(default_factory=list)
+    change: dict[str, Any] = Field(description="field, old_value, new_value: the change that validated it")
+    source: dict[str, Any] = Field(description="file, file_sha256, exported_from, exported_at")
+
+
+@register
 class ComparisonRecorded(Event):
     """`evotrainer compare`: the loop against the fixed recipe at equal GRPO steps, over seeds,
     both final policies scored on the held-out test half (never used for selection)."""

@@ -63,6 +63,7 @@ from evotrainer.evolve.proposer import (
     expected_gain,
     reward_trend,
 )
+from evotrainer.evolve.skill_proposals import skill_candidates
 from evotrainer.evolve.skills import direction, skill_library
 from evotrainer.evolve.tasks import TaskFailedError, run_task
 from evotrainer.harness.intervention import design_intervention
@@ -218,10 +219,13 @@ class _Run:
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
         seen_on, validity = self._validity_conditions_against(incumbent, decisions)
         diagnosed += [c for c in validity if c not in diagnosed]
+        library = skill_library(self.store)
         proposals = builtin_proposals(
-            harness.spec, diagnosed, self.config.domain, self.domain.proposable_components, skill_library(self.store),
+            harness.spec, diagnosed, self.config.domain, self.domain.proposable_components, library,
             _rejected_in_a_row(decisions), trend, inconclusive,
         )  # fmt: skip
+        # Skills propose their own change, ahead of the rules' (evolve/skill_proposals.py).
+        proposals = [*skill_candidates(self.store, harness.spec, diagnosed, self.config.domain, library), *proposals]
         more_of_the_same = continuation_gain(run is not None, trend)
         if self._exploit_now(incumbent, spent, harness.spec.grpo.max_steps, decisions):
             more_of_the_same = max(more_of_the_same, _EXPLOIT_GAIN)
@@ -239,7 +243,7 @@ class _Run:
             if not self._affordable(spent, steps, quiet=True):
                 continue  # a longer run than the budget has left
             designed = design_intervention(harness.spec, {proposal.field: proposal.value},
-                                           hypothesis=proposal.hypothesis, proposer="builtin")  # fmt: skip
+                                           hypothesis=proposal.hypothesis, proposer=proposal.proposer)  # fmt: skip
             ident = designed.event.intervention_id
             name = _branch_name(proposal, current_value(harness.spec, proposal.field), ident)
             if name in existing or _dropped(history, ident):

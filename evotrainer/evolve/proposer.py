@@ -46,6 +46,8 @@ class Proposal:
     hypothesis: str
     trigger: str
     """The condition it answers (skills.NO_CONDITION when none was diagnosed)."""
+    proposer: str = "builtin"
+    """Recorded on its InterventionProposed: builtin, or skill:ID (evolve/skill_proposals.py)."""
 
     @property
     def subtraction(self) -> bool:

@@ -14,6 +14,11 @@ branch judged again (another incumbent, another gate) adds a decision, not an ou
 counts are per outcome and `skill_library` adds them up across experiments; a skill is
 validated in a domain where it succeeded at least once, and general (the shared library,
 METHOD.md "Skills") once validated in two or more domains.
+
+A skill brought from another record (`evotrainer skills import`, evolve/skill_files.py) is
+a SkillImported event: its counts join the library's with where they came from kept
+(`imported_from`), and the change that validated it travels with it, so that it can
+propose that change here (evolve/skill_proposals.py).
 """
 
 from __future__ import annotations
@@ -117,6 +122,13 @@ class Skill:
     effects: list[float] = field(default_factory=list)
     validated_in: set[str] = field(default_factory=set)
     tried_in: set[str] = field(default_factory=set)
+    expected_outcome: str = ""
+    succeeded_on: list[str] = field(default_factory=list)
+    """EXPERIMENT/BRANCH of each candidate promoted under it here, oldest first."""
+    imported_from: list[dict[str, Any]] = field(default_factory=list)
+    """The source of each SkillImported of it (file, file_sha256, exported_from)."""
+    imported_change: dict[str, Any] | None = None
+    """field, old_value, new_value: the change that validated it, as its last import says."""
 
     @property
     def general(self) -> bool:
@@ -131,7 +143,8 @@ class Skill:
         return {"skill_id": self.skill_id, "trigger": self.trigger, "field": self.field_path, "direction": self.way,
                 "category": self.category, "successes": self.successes, "failures": self.failures,
                 "mean_effect": self.mean_effect, "validated_in": sorted(self.validated_in),
-                "tried_in": sorted(self.tried_in), "general": self.general}  # fmt: skip
+                "tried_in": sorted(self.tried_in), "general": self.general,
+                "expected_outcome": self.expected_outcome, "imported_from": self.imported_from}  # fmt: skip
 
 
 @dataclass
@@ -152,21 +165,32 @@ class SkillLibrary:
 
 
 def skill_library(store: EventStore, experiments: Sequence[str] | None = None) -> SkillLibrary:
-    """Every SkillRecorded on the experiments' main branches (all experiments by default)."""
+    """Every SkillRecorded and SkillImported on the experiments' main branches (all
+    experiments by default)."""
     names = sorted({info.experiment for info in store.branches()}) if experiments is None else experiments
     skills: dict[str, Skill] = {}
     for experiment in names:
         for event in store.read_branch(BranchRef(experiment, "main")):
-            if event.type != "SkillRecorded":
+            if event.type not in ("SkillRecorded", "SkillImported"):
                 continue
             p = event.payload
             trigger, field_path, way = p["skill_id"].split("/", 2)
             skill = skills.setdefault(p["skill_id"], Skill(p["skill_id"], trigger, field_path, way, p["category"]))
             skill.successes += p["successes"]
             skill.failures += p["failures"]
+            skill.expected_outcome = p["expected_outcome"] or skill.expected_outcome
+            if event.type == "SkillImported":
+                skill.effects.extend(float(x) for x in p["effect_sizes"])
+                skill.tried_in.update(p["tried_in"])
+                skill.validated_in.update(p["validated_in"])
+                skill.imported_from.append(p["source"])
+                skill.imported_change = p["change"]
+                continue
             if p.get("effect_size") is not None:
                 skill.effects.append(float(p["effect_size"]))
             skill.tried_in.update(p.get("domains", []))
             if p["successes"]:
                 skill.validated_in.update(p.get("domains", []))
+                # promotion.py keys a skill's outcome by its candidate: skill:EXPERIMENT/BRANCH
+                skill.succeeded_on.append((event.idempotency_key or "").removeprefix("skill:"))
     return SkillLibrary(skills)

@@ -19,6 +19,8 @@ class BranchSummary:
     last_score: float | None
     best_score: float | None
     incumbent: bool = False
+    proposer: str | None = None
+    """Who proposed the intervention the branch was forked to test (None: no intervention)."""
 
 
 def summaries(conn: Any, experiment: str | None, incumbents: Collection[str] = ()) -> dict[str, BranchSummary]:
@@ -29,24 +31,38 @@ def summaries(conn: Any, experiment: str | None, incumbents: Collection[str] = (
     rows = conn.execute(
         "SELECT b.experiment || '/' || b.branch, b.parent, b.fork_seq, b.head_seq, b.status, b.last_score,"
         " b.best_score, EXISTS (SELECT 1 FROM projections.tasks t WHERE t.experiment = b.experiment"
-        " AND t.branch = b.branch AND t.status IN ('requested', 'retrying'))"
+        " AND t.branch = b.branch AND t.status IN ('requested', 'retrying')),"
+        f" ({_PROPOSER})"
         " FROM projections.branch_state b WHERE %s::text IS NULL OR b.experiment = %s",
         (experiment, experiment),
     ).fetchall()
     out = {}
-    for ref, parent, fork_seq, head_seq, status, last_score, best_score, busy in rows:
+    for ref, parent, fork_seq, head_seq, status, last_score, best_score, busy, proposer in rows:
         if ref in incumbents:
             status = "incumbent"
         elif parent is None and status == "running" and not busy:
             status = "start"
-        out[ref] = BranchSummary(ref, parent, fork_seq, head_seq, status, last_score, best_score, ref in incumbents)
+        out[ref] = BranchSummary(ref, parent, fork_seq, head_seq, status, last_score, best_score, ref in incumbents,
+                                 proposer)  # fmt: skip
     return out
+
+
+# The proposer of the intervention a branch tests: fork_for_intervention records the
+# branch's first HarnessVersioned as caused by the InterventionProposed.
+_PROPOSER = (
+    "SELECT i.payload ->> 'proposer' FROM branches c"
+    " JOIN events h ON h.branch_id = c.branch_id AND h.seq > c.fork_seq AND h.type = 'HarnessVersioned'"
+    " JOIN events i ON i.event_id = h.causation_id AND i.type = 'InterventionProposed'"
+    " WHERE c.experiment = b.experiment AND c.name = b.branch ORDER BY h.seq LIMIT 1"
+)
 
 
 def _label(s: BranchSummary) -> str:
     score = f"  avg {s.last_score:.3f} (best {s.best_score:.3f})" if s.last_score is not None else ""
     fork = f" @{s.fork_seq}" if s.parent else ""
-    return f"{s.ref.partition('/')[2]}{fork}  [{s.status}]  head {s.head_seq}{score}"
+    # The rule engine proposes most changes; another proposer (a skill, a person) is named.
+    by = f"  by {s.proposer}" if s.proposer and s.proposer != "builtin" else ""
+    return f"{s.ref.partition('/')[2]}{fork}  [{s.status}]{by}  head {s.head_seq}{score}"
 
 
 def render_tree(dag: LineageDAG, info: dict[str, BranchSummary]) -> list[str]:
