@@ -146,8 +146,8 @@ def compare_command(
         quiet_libraries()
         if not as_json:
             show_progress_lines()
-    with EventStore.connect() as store:
-        stored = compare(store, loaded, seeds, budget_steps, say=lambda line: None if as_json else print_line(line))
+    say = (lambda line: None) if as_json else print_line
+    stored = resuming_after_lost_connections(lambda store: compare(store, loaded, seeds, budget_steps, say=say))
     if as_json:
         print_json({**stored.payload, "recorded_at": f"{stored.experiment}/{stored.branch}@{stored.seq}"})
         return

@@ -20,6 +20,11 @@ from evotrainer.errors import UsageError
 QUEUES = ("train", "rollout", "evaluate", "diagnose", "backtest", "control")
 
 
+MAX_DEFAULT_HEARTBEAT_S = 2.0
+"""The default heartbeat's ceiling: one UPDATE every 2 s per worker costs nothing next to a
+task, and a killed worker's task runs again about 4 s later (two missed beats)."""
+
+
 def _env_float(name: str, default: float) -> float:
     raw = os.environ.get(name)
     if not raw:
@@ -47,7 +52,9 @@ class FleetConfig:
     """A running task's lease (EVOTRAINER_LEASE_SECONDS); it is requeued this long after
     its worker's last heartbeat."""
     heartbeat_s: float = 0.0
-    """How often a worker renews its leases; 0 means lease_s / 4."""
+    """How often a worker renews its leases; 0 means lease_s / 4, at most
+    MAX_DEFAULT_HEARTBEAT_S: the reaper takes a task of a dead worker on this host back
+    after two missed beats, so the beat sets how soon a killed worker's task runs again."""
     poll_s: float = 0.2
     """How often the dispatcher looks for new requests and expired leases when idle."""
     republish_after_s: float = 3600.0
@@ -69,7 +76,7 @@ class FleetConfig:
         if self.visibility_timeout_s == 0:
             object.__setattr__(self, "visibility_timeout_s", 2 * self.max_task_s)
         if self.heartbeat_s == 0:
-            object.__setattr__(self, "heartbeat_s", self.lease_s / 4)
+            object.__setattr__(self, "heartbeat_s", min(self.lease_s / 4, MAX_DEFAULT_HEARTBEAT_S))
         if self.visibility_timeout_s <= self.max_task_s:
             raise UsageError(
                 f"the broker visibility timeout ({self.visibility_timeout_s:g}s) must exceed the longest "

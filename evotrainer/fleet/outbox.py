@@ -250,9 +250,12 @@ class Dispatcher:
                     record_exhausted(self.store, self.store.get_event(event_id),
                                      leases.Claim(False, attempts, message, exhausted=True))
                 else:
+                    # published_at back to NULL: a pending row published less than
+                    # PUBLISHING_LEASE_S ago reads as "being published by another
+                    # dispatcher" and would wait out that lease (up to 30 s) first.
                     conn.execute(
                         "UPDATE fleet_tasks SET state = 'pending', worker = NULL, lease_expires_at = NULL,"
-                        " last_error = %s WHERE event_id = %s",
+                        " published_at = NULL, last_error = %s WHERE event_id = %s",
                         (why, event_id),
                     )
         return len(rows)

@@ -70,3 +70,52 @@ def test_compare_is_listed_in_sql(cli_env: dict[str, str], tmp_path: Path) -> No
     listed = run(cli_env, "sql", "SELECT e.experiment, e.payload->>'gain' FROM branch_heads b, "
                  "branch_history(b.experiment || '/' || b.branch) e WHERE e.type = 'ComparisonRecorded'")
     assert "tiny-compare" in listed.stdout, listed.stdout
+
+
+@pytest.mark.slow
+def test_a_compare_whose_database_connections_are_cut_reconnects_and_finishes(
+    cli_env: dict[str, str], tmp_path: Path, store: EventStore
+) -> None:
+    """pg_terminate_backend of every connection of `evotrainer compare` once its first
+    evaluation is recorded: it says so in one line, connects again and resumes (the same
+    as `evotrainer run`), never a psycopg traceback."""
+    import subprocess
+    import threading
+    import time
+
+    import psycopg
+
+    from tests.test_cli import EVOTRAINER
+
+    path = tmp_path / "experiment.toml"
+    path.write_text("name = 'cut'\ndomain = 'math:column_add'\nbudget_steps = 2\niterations = 2\n"
+                    "[harness.grpo]\nmax_steps = 2\nnum_generations = 2\nprompts_per_step = 1\n"
+                    "[harness.evaluation]\nk = 1\neval_tasks = 4\n")  # fmt: skip
+    cut: list[int] = []
+    ours = store.conn.info.backend_pid
+
+    def cut_at_the_first_evaluation() -> None:
+        with psycopg.connect(cli_env["EVOTRAINER_DATABASE_URL"], autocommit=True) as watcher:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and not cut:
+                row = watcher.execute("SELECT count(*) FROM events WHERE type = 'EvaluationRecorded'").fetchone()
+                if row and row[0]:
+                    cut.append(watcher.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid NOT IN (pg_backend_pid(), %s)",
+                        (ours,)).fetchone()[0])  # fmt: skip
+                time.sleep(0.1)
+
+    watcher = threading.Thread(target=cut_at_the_first_evaluation)
+    watcher.start()
+    done = subprocess.run([EVOTRAINER, "compare", str(path), "--seeds", "1"], env=cli_env, capture_output=True,
+                          text=True, timeout=600, check=False)  # fmt: skip
+    watcher.join()
+    assert cut and cut[0] >= 1, "the connections were never cut"
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "lost the database connection (" in done.stdout and ": resuming from the log in 1 s" in done.stdout
+    assert "recorded at cut-compare/main@" in done.stdout.splitlines()[-1]
+    for info in store.branches():  # nothing recorded twice on any branch
+        keys = [e.idempotency_key for e in store.read_branch(info.ref) if e.branch == info.name and e.idempotency_key]
+        assert len(keys) == len(set(keys)), info.ref

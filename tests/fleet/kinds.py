@@ -55,3 +55,13 @@ def cut_off(request: TaskRequest) -> TaskResult:
     with psycopg.connect(conninfo_of(request.store), autocommit=True) as admin:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     return TaskResult(outputs={"finished": True})
+
+
+@register_kind("test.crash_first_generation", queue="diagnose")
+def crash_first_generation(request: TaskRequest) -> TaskResult:
+    """Kills the process running it while the task is in its first generation (its id has
+    no `-rN` suffix): every attempt is lost, as when workers die, and the same work asked
+    for again (evotrainer.evolve.tasks) succeeds."""
+    if "-r" not in request.task.task_id:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return TaskResult(outputs={"generation": request.task.task_id.rpartition("-r")[2]})

@@ -122,3 +122,32 @@ def _request_more(fleet: Fleet, kind: str, task_ids: list[str]) -> None:
     with EventStore.connect(fleet.database_url, actor="test") as store:
         for task_id in task_ids:
             request_task(store, MAIN, kind, task_id=task_id)
+
+
+@pytest.mark.slow
+def test_a_sigkilled_workers_task_runs_again_within_ten_seconds_with_default_leases(any_fleet: Fleet) -> None:
+    """With the default lease (60 s) and heartbeat: the task of a worker killed mid-task is
+    started again by the other, idle worker within 10 s, on either broker (RabbitMQ hands
+    the message back when the connection drops; on Redis it is the reaper, which must see
+    two missed heartbeats and publish the task again at once)."""
+    fleet = any_fleet
+    defaults = {"EVOTRAINER_LEASE_SECONDS": "", "EVOTRAINER_HEARTBEAT_SECONDS": ""}
+    fleet.start("dispatcher", env=defaults)
+    workers = [fleet.start("worker", "--queues", "rollout", env=defaults) for _ in range(2)]
+    for n in (1, 2):
+        fleet.wait_for(lambda n=n: " ready." in (fleet.logs / f"worker-{n}.log").read_text(errors="replace"),
+                       f"worker {n} to be ready", timeout=120)  # fmt: skip
+    _request(fleet, "test.sleep", ["slow"], inputs={"seconds": 20})
+    fleet.wait_for(lambda: any(_running_on(fleet, w.pid) for w in workers), "the task to start", timeout=60)
+    killed, other = workers if _running_on(fleet, workers[0].pid) else workers[::-1]
+    time.sleep(1)
+    killed.send_signal(signal.SIGKILL)
+    killed_at = fleet.query("SELECT clock_timestamp()")[0][0]
+    assert killed.wait(timeout=30) == -signal.SIGKILL
+    fleet.wait_for(lambda: _running_on(fleet, other.pid), "the task to start again", timeout=100)
+    (started,) = fleet.query("SELECT started_at FROM fleet_attempts WHERE attempt = 2")[0]
+    waited = (started - killed_at).total_seconds()
+    print(f"{fleet.broker}: the killed worker's task started again after {waited:.1f} s")
+    assert waited < 10, waited
+    fleet.wait_finished(["slow"], timeout=60)
+    _assert_exactly_once(fleet, ["slow"])

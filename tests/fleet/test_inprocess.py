@@ -209,6 +209,31 @@ def test_a_task_held_by_a_dead_process_on_this_host_is_reaped_before_its_lease_e
     assert f"its worker {socket.gethostname()}:{dead.pid} is no longer running" in why
 
 
+def test_a_reaped_task_published_moments_ago_is_published_again_at_once(exp: EventStore) -> None:
+    """The reaper's pending row must not read as one another dispatcher is publishing
+    (published_at within PUBLISHING_LEASE_S): that made a killed worker's task on Redis
+    wait up to 30 s more."""
+    recorder = _Recorder()
+    dispatcher = Dispatcher(exp, CFG, recorder)
+    request = request_task(exp, MAIN, "noop", task_id="r1")
+    while not recorder.published:
+        dispatcher.step()
+    exp.conn.execute(
+        "UPDATE fleet_tasks SET state = 'running', attempts = 1, worker = 'gone-host:1', heartbeat_at = now(),"
+        " lease_expires_at = now() - interval '1 second' WHERE event_id = %s", (request.event_id,))
+    assert dispatcher.reap() == 1
+    assert dispatcher.publish_due() == 1
+    assert recorder.published == [request.event_id] * 2
+
+
+def test_the_default_heartbeat_is_at_most_two_seconds() -> None:
+    """The reaper takes back a dead local worker's task after two missed beats: a quarter
+    of the 60 s lease (15 s) made that 30 s."""
+    assert FleetConfig().heartbeat_s == 2.0
+    assert FleetConfig(lease_s=4).heartbeat_s == 1.0
+    assert FleetConfig(lease_s=60, heartbeat_s=10).heartbeat_s == 10
+
+
 def test_a_task_whose_every_attempt_was_lost_fails_after_max_attempts(exp: EventStore) -> None:
     request = request_task(exp, MAIN, "noop", task_id="p1", max_attempts=2)
     dispatcher = record_all(exp)
