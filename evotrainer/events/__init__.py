@@ -5,7 +5,7 @@ answer questions about the catalogue, and `evotrainer.events.schemas` turns it i
 Schemas and compiled validators.
 """
 
-from evotrainer.events import experiment, harness, intervention, policy, task
+from evotrainer.events import experiment, harness, intervention, policy, proposer, task
 from evotrainer.events.base import (
     Event,
     all_models,
@@ -31,12 +31,15 @@ from evotrainer.events.policy import (
     RolloutsRecorded,
     TrainingCompleted,
 )
+from evotrainer.events.proposer import DecisionRecorded, DecisionRequested, ProposerReplied
 from evotrainer.events.task import TaskCompleted, TaskFailed, TaskRequested
 
 __all__ = [
     "BacktestCompleted",
     "BranchForked",
     "ComparisonRecorded",
+    "DecisionRecorded",
+    "DecisionRequested",
     "DiagnosisRecorded",
     "DiagnosticRevised",
     "EvaluationRecorded",
@@ -47,6 +50,7 @@ __all__ = [
     "InterventionProposed",
     "PolicyCheckpointed",
     "PromotionDecided",
+    "ProposerReplied",
     "RolloutsRecorded",
     "SkillRecorded",
     "TaskCompleted",
@@ -61,6 +65,7 @@ __all__ = [
     "latest_version",
     "model_for",
     "policy",
+    "proposer",
     "register",
     "task",
     "upcast",
