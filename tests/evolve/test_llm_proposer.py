@@ -11,8 +11,9 @@ import socket
 import pytest
 
 from evotrainer.domains import get_domain
-from evotrainer.evolve.controller import run_experiment
+from evotrainer.evolve.controller import _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.promotion import newest_policy
 from evotrainer.evolve.proposer import builtin_proposals
 from evotrainer.evolve.proposer_config import ProposerConfig
 from evotrainer.evolve.proposing import RoundContext, round_proposals
@@ -154,24 +155,29 @@ class Crash(Exception):
     """Stands for the controller being killed."""
 
 
+@pytest.mark.slow
 def test_a_run_trains_the_models_change_and_resumed_after_a_kill_asks_nothing(store: EventStore) -> None:
-    """Round 1 continues the untrained start (the loop's call, not the proposer's); round 2
-    asks the model, records its reply, and forks its change. Killed right after the fork,
-    the run resumes from the log without a second request."""
+    """The model is asked, its reply recorded, and the run killed before it acts on it: the
+    resumed run reads the recorded reply (no second request), forks the model's change,
+    trains it and has the gate judge it. The start's continuation is held (a branch of its
+    name that is no candidate) so that round 1 goes straight to a change."""
     proposed = json.dumps({"field": "grpo.learning_rate", "value": 0.002,
                            "hypothesis": "if the step size doubles, Avg@k rises, because 2 steps barely move it"})
     with ChatServer([reply(proposed)]) as server:
-        config = ExperimentConfig.parse({"name": "loop", "iterations": 2, "harness": TINY, "proposer": {
+        config = ExperimentConfig.parse({"name": "loop", "iterations": 1, "harness": TINY, "proposer": {
             "kind": "llm", "base_url": server.base_url, "model": "scripted", "timeout_s": 30}})  # fmt: skip
+        main = _Run(store, config, lambda line: None).start()
+        store.fork(main, f"continue-{(newest_policy(store.read_branch(main)) or '')[:10]}", "held by the test")
 
-        def crash_after_the_models_fork(line: str) -> None:
-            if " forked " in line and "learning-rate" in line:
+        def killed_once_the_reply_is_recorded(line: str) -> None:
+            if "scripted replied" in line:
                 raise Crash
 
         with pytest.raises(Crash):
-            run_experiment(store, config, crash_after_the_models_fork)
+            run_experiment(store, config, killed_once_the_reply_is_recorded)
+        assert not [info for info in store.branches("loop") if info.name.startswith("learning-rate")]
         summary = run_experiment(store, config)
-        assert len(server.requests) == 1 and summary.candidates == 2
+        assert len(server.requests) == 1 and summary.candidates == 1
     candidate = next(info.ref for info in store.branches("loop") if info.name.startswith("learning-rate-raise"))
     history = store.read_branch(candidate)
     (replied,) = [e for e in history if e.type == "ProposerReplied"]
@@ -179,5 +185,6 @@ def test_a_run_trains_the_models_change_and_resumed_after_a_kill_asks_nothing(st
     assert replied.payload["accepted"] and replied.position < intervention.position
     assert intervention.causation_id == replied.event_id
     assert (intervention.payload["proposer"], intervention.payload["new_value"]) == ("llm:scripted", 0.002)
-    decided = [e for e in store.read_branch(BranchRef("loop", "main")) if e.type == "PromotionDecided"]
-    assert [d.payload["candidate"] for d in decided][-1] == str(candidate)
+    assert any(e.type == "TrainingCompleted" for e in history if e.branch == candidate.branch)
+    decided = [e for e in store.read_branch(main) if e.type == "PromotionDecided"]
+    assert [d.payload["candidate"] for d in decided] == [str(candidate)]
