@@ -15,13 +15,13 @@ import pytest
 
 from evotrainer.errors import UsageError
 from evotrainer.evolve import fork_for_intervention
-from evotrainer.evolve.controller import _Run, run_experiment
+from evotrainer.evolve.controller import _last_verdict_inconclusive, _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.evolve.gates import DecisionPending, pending, record_decision
-from evotrainer.evolve.promotion import newest_policy, reject_unrunnable
+from evotrainer.evolve.promotion import gate_decisions, incumbent_of, newest_policy, reject_unrunnable
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
-from tests.evolve.builders import propose
+from tests.evolve.builders import evaluate, propose, start, trained
 from tests.test_cli import run
 
 TINY = {"grpo": {"max_steps": 2, "num_generations": 4, "prompts_per_step": 2},
@@ -176,3 +176,40 @@ def test_a_human_proposer_is_asked_for_the_change_and_approving_takes_the_rules_
         run_experiment(store, config, until_the_fork)
     proposed = own_intervention(store, "learning-rate-raise-")
     assert proposed["proposer"] == "human" and proposed["new_value"] == 0.002
+
+
+def test_approve_promotions_waits_before_a_promotion_and_a_veto_counts_as_the_gates_rejection(
+    store: EventStore,
+) -> None:
+    """On a small search whose candidates clear the gate (tests/evolve/builders.py), each
+    promotion waits: the first is aborted (recorded as the gate's rejection, with who and
+    why, and no second look), the second approved and promoted."""
+    main = start(store)
+    evaluate(store, main, [0.5, 0.5, 0.25, 0.25] * 20)
+    candidates = []
+    for name, field_path, value in (("a", "grpo.learning_rate", 2e-5), ("b", "grpo.temperature", 1.2)):
+        fork_for_intervention(store, main, name, propose(store, main, field_path, value))
+        candidates.append(BranchRef("demo", name))
+        trained(store, candidates[-1], name)
+        evaluate(store, candidates[-1], [0.75, 0.5, 0.5, 0.25] * 20)
+    config = ExperimentConfig.parse({"name": "demo", "proposer": {"autonomy": "approve-promotions"}})
+    loop = _Run(store, config, lambda line: None)
+    with pytest.raises(DecisionPending) as stopped:
+        loop._promote(candidates[0])
+    request = stopped.value.request
+    assert (request.subject, request.branch, request.details["candidate_score"]) == ("promotion", "demo/a", 0.5)
+    assert str(stopped.value).startswith("waiting for a human: a promotion of demo/a: autonomy approve-promotions")
+    record_decision(store, request.request_id, "aborted", note="one seed is not enough")
+    vetoed = loop._promote(candidates[0]).payload
+    assert vetoed["decision"] == "rejected" and vetoed["evidence"]["veto"] == {"by": "test",
+                                                                                "note": "one seed is not enough"}
+    assert vetoed["reason"] == "rejected: the gate would promote it, test aborted it (one seed is not enough)"
+    decisions = gate_decisions(store, "demo")
+    assert [d.payload["candidate"] for d in decisions] == ["demo/a"] and incumbent_of(store, "demo") == main
+    assert not _last_verdict_inconclusive(decisions)  # a veto asks for no second look
+
+    with pytest.raises(DecisionPending) as stopped:
+        loop._promote(candidates[1])
+    record_decision(store, stopped.value.request.request_id, "approved")
+    assert loop._promote(candidates[1]).payload["decision"] == "promoted"
+    assert incumbent_of(store, "demo") == candidates[1]
