@@ -77,6 +77,14 @@ COMMANDS: dict[str, CommandSpec] = {
                         " worker vanished."),
     "tasks": _spec("fleet:tasks_command", "List requested, queued, running, completed and failed tasks with their"
                    " worker and attempts."),
+    "pending": _spec("gates:pending_command", "The decisions the loop waits for at its human gates: request id,"
+                     " experiment, what waits and why."),
+    "approve": _spec("gates:approve_command", "Approve what a gate's request puts forward (the proposal, the"
+                     " intervention or the promotion); `evotrainer run` resumes from it."),
+    "revise": _spec("gates:revise_command", "Answer a gate's request with your own single-field change"
+                    " (--set FIELD=VALUE) to run instead."),
+    "abort": _spec("gates:abort_command", "Decline what a gate's request puts forward: the change is not tried,"
+                   " the promotion not made."),
     "db": _spec("db:app", "The event store's database: URL, schema revision, upgrades."),
     "experiment": _spec("experiment:app", "Experiments: each starts as EXPERIMENT/main."),
     "events": _spec("events:app", "Append events to a branch and list them."),

@@ -78,7 +78,8 @@ def run_command(
     iterations: int | None = typer.Option(None, min=1, help="Candidate versions to try, at most (default: file's)."),
 ) -> None:
     """Run the evolve loop on an experiment, or resume it from its log: train, diagnose,
-    propose, backtest, fork, evaluate and promote until the budget or the ideas run out."""
+    propose, backtest, fork, evaluate and promote until the budget or the ideas run out.
+    Exit 4 when a human gate waits (`evotrainer pending`)."""
     from evotrainer import config as settings
     from evotrainer.evolve.controller import run_experiment
     from evotrainer.evolve.experiment_config import ExperimentConfig
@@ -90,7 +91,14 @@ def run_command(
     if not settings.broker_url():  # the tasks run in this process: their output is ours to keep tidy
         quiet_libraries()
         show_progress_lines()
-    summary = resuming_after_lost_connections(lambda store: run_experiment(store, loaded, say=print_line))
+    from evotrainer.evolve.gates import DecisionPending
+
+    try:
+        summary = resuming_after_lost_connections(lambda store: run_experiment(store, loaded, say=print_line))
+    except DecisionPending as waiting:
+        # Not a failure: the experiment's autonomy asks a person here (exit 4 tells scripts so).
+        print_line(f"stopped: {waiting}")
+        raise typer.Exit(4) from None
     score = "not evaluated" if summary.best_score is None else f"Avg@k {summary.best_score:.3f}"
     print_line(f"best so far: {summary.best} ({score}); {summary.candidates} candidate versions, "
                f"{summary.promoted} promoted")

@@ -5,7 +5,7 @@ answer questions about the catalogue, and `evotrainer.events.schemas` turns it i
 Schemas and compiled validators.
 """
 
-from evotrainer.events import experiment, harness, intervention, policy, task
+from evotrainer.events import experiment, harness, intervention, policy, proposer, task
 from evotrainer.events.base import (
     Event,
     all_models,
@@ -32,12 +32,15 @@ from evotrainer.events.policy import (
     RolloutsRecorded,
     TrainingCompleted,
 )
+from evotrainer.events.proposer import DecisionRecorded, DecisionRequested, ProposerReplied
 from evotrainer.events.task import TaskCompleted, TaskFailed, TaskRequested
 
 __all__ = [
     "BacktestCompleted",
     "BranchForked",
     "ComparisonRecorded",
+    "DecisionRecorded",
+    "DecisionRequested",
     "DiagnosisRecorded",
     "DiagnosticRevised",
     "EvaluationRecorded",
@@ -48,6 +51,7 @@ __all__ = [
     "InterventionProposed",
     "PolicyCheckpointed",
     "PromotionDecided",
+    "ProposerReplied",
     "RolloutsRecorded",
     "SkillImported",
     "SkillRecorded",
@@ -63,6 +67,7 @@ __all__ = [
     "latest_version",
     "model_for",
     "policy",
+    "proposer",
     "register",
     "task",
     "upcast",

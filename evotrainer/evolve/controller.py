@@ -31,7 +31,7 @@ from typing import Any
 from evotrainer.backtest.replay import NotBacktestableError, backtest_kind
 from evotrainer.domains import get_domain
 from evotrainer.errors import AlreadyExistsError, UsageError
-from evotrainer.events import InterventionProposed
+from evotrainer.events import DecisionRequested, InterventionProposed
 from evotrainer.evolve.execute import (
     backtest_failures,
     check_backtest,
@@ -41,8 +41,10 @@ from evotrainer.evolve.execute import (
     is_second_look,
 )
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.gates import decision_for, request_id
 from evotrainer.evolve.promotion import (
     DECISIONS_BRANCH,
+    decide_promotion,
     evaluation_protocol,
     gate_decisions,
     incumbent_of,
@@ -63,6 +65,7 @@ from evotrainer.evolve.proposer import (
     expected_gain,
     reward_trend,
 )
+from evotrainer.evolve.proposing import RoundContext, answered_proposal, round_proposals
 from evotrainer.evolve.skill_proposals import skill_candidates
 from evotrainer.evolve.skills import direction, skill_library
 from evotrainer.evolve.tasks import TaskFailedError, run_task
@@ -233,9 +236,24 @@ class _Run:
             # Under a step budget a longer run is a continuation judged in one piece: more
             # of the same, one chunk at a time, asks the gate the same question for less.
             proposals = [p for p in proposals if p.field != "grpo.max_steps"]
-        for proposal in proposals:
+        # When to change is the loop's call, what to change the proposer's: another
+        # proposer is asked only in a round where the rules' best change would beat more of
+        # the same, and the change it chooses is tried first.
+        if self.config.proposer.kind != "rules" and not (continuation not in existing and (
+                not proposals or more_of_the_same > expected_gain(proposals[0], harness.spec, trend, diagnosed,
+                                                                  inconclusive))):  # fmt: skip
+            context = RoundContext(
+                incumbent, len(candidates), self.config.domain, tuple(self.domain.proposable_components),
+                harness.spec, diagnosed, diagnosis.payload if diagnosis else None, library, proposals,
+                _outcomes(decisions), _rejected_in_a_row(decisions),
+            )  # fmt: skip
+            proposals = round_proposals(self.store, self.config.proposer, context, self.say)
+        queue = list(proposals)
+        while queue:
+            proposal = queue.pop(0)
             gain = expected_gain(proposal, harness.spec, trend, diagnosed, inconclusive)
-            if continuation not in existing and more_of_the_same > gain:
+            chosen = proposal.reply_id is not None  # a proposer's own choice does not yield to more of the same
+            if not chosen and continuation not in existing and more_of_the_same > gain:
                 return self._continue(incumbent, continuation)
             if proposal.field.startswith("evaluation."):
                 continue  # measuring differently changes no policy: only a second look uses it
@@ -243,18 +261,26 @@ class _Run:
             if not self._affordable(spent, steps, quiet=True):
                 continue  # a longer run than the budget has left
             designed = design_intervention(harness.spec, {proposal.field: proposal.value},
-                                           hypothesis=proposal.hypothesis, proposer=proposal.proposer)  # fmt: skip
+                                           hypothesis=proposal.hypothesis, success_criterion=proposal.criterion,
+                                           rollback_plan=proposal.rollback, proposer=proposal.proposer)  # fmt: skip
             ident = designed.event.intervention_id
             name = _branch_name(proposal, current_value(harness.spec, proposal.field), ident)
             if name in existing or _dropped(history, ident):
                 continue  # tried already
-            self.store.append(incumbent, [*harness.unrecorded_default(),
-                                          NewEvent.of(designed.event, idempotency_key=f"intervention:{ident}")])
+            self.store.append(incumbent, [*harness.unrecorded_default(), NewEvent.of(
+                designed.event, idempotency_key=f"intervention:{ident}", causation_id=proposal.reply_id)])  # fmt: skip
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
-            self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger})")
+            self.say(f"{incumbent}: {proposal.proposer} proposed {ident} ({change}, for {proposal.trigger})")
             evidence = seen_on if not any(e.type == "RolloutsRecorded" for e in history) else None
             if not self._survives_backtest(incumbent, designed.event, evidence):
                 continue
+            if self._needs_approval(proposal, decisions):
+                answer = self._approval(incumbent, designed.event, decisions)
+                if answer.payload["decision"] != "approved":
+                    revised = answered_proposal(answer, None, "human", diagnosed)
+                    self.say(f"{incumbent}: {ident} {answer.payload['decision']} by {answer.actor}")
+                    queue[:0] = [revised] if revised is not None else []
+                    continue
             forked = fork_for_intervention(self.store, incumbent, name, ident)
             self.say(f"{incumbent}: forked {self.config.name}/{name} at seq {forked.forked.payload['fork_seq']}")
             return BranchRef(self.config.name, name)
@@ -262,6 +288,37 @@ class _Run:
             return self._continue(incumbent, continuation)
         self.say(f"nothing left to propose for {incumbent}: stopping after {len(candidates)} candidate versions")
         return None
+
+    def _needs_approval(self, proposal: Proposal, decisions: list[StoredEvent]) -> bool:
+        """Whether a person must approve this intervention before it runs: always under
+        `approve-interventions`, and under `escalate-after-N` once N versions in a row were
+        rejected (METHOD.md: after repeated failures, human-gated mode). A change a person
+        chose goes to no gate again."""
+        if proposal.proposer in ("human", "agent"):
+            return False
+        proposer = self.config.proposer
+        escalate = proposer.escalate_after
+        return proposer.autonomy == "approve-interventions" or (
+            escalate is not None and _rejected_in_a_row(decisions) >= escalate)  # fmt: skip
+
+    def _approval(
+        self, incumbent: BranchRef, proposed: InterventionProposed, decisions: list[StoredEvent]
+    ) -> StoredEvent:
+        """The recorded answer about running `proposed`; DecisionPending until there is one."""
+        autonomy = self.config.proposer.autonomy
+        streak = f"{_rejected_in_a_row(decisions)} versions in a row were rejected"
+        why = f"autonomy {autonomy}: " + ("every intervention waits" if autonomy == "approve-interventions" else streak)
+        backtests = [e.payload for e in self._history(incumbent) if e.type == "BacktestCompleted"
+                     and e.payload["intervention_id"] == proposed.intervention_id]  # fmt: skip
+        request = DecisionRequested(
+            request_id=request_id(self.config.name, f"intervention:{incumbent}:{proposed.intervention_id}"),
+            subject="intervention", branch=str(incumbent), why=why,
+            proposal={"field": proposed.field, "value": proposed.new_value, "hypothesis": proposed.hypothesis,
+                      "intervention_id": proposed.intervention_id, "proposer": proposed.proposer},
+            details={"old_value": proposed.old_value, "criterion": proposed.success_criterion,
+                     "backtest": backtests[-1].get("figures", {}) if backtests else None},
+        )  # fmt: skip
+        return decision_for(self.store, request)
 
     def _exploit_now(self, incumbent: BranchRef, spent: int, chunk: int, decisions: list[StoredEvent]) -> bool:
         """Whether more of the best so far's own recipe should come before any change but a
@@ -349,11 +406,38 @@ class _Run:
             # loop goes on.
             stored = reject_unrunnable(self.store, candidate, str(exc))
         else:
-            stored = record_promotion(self.store, candidate)[1]
+            stored = self._promote(candidate)
         self.say(f"{candidate}: {stored.payload['reason']}")
         # Every verdict is signed into the record at once: a rewrite of anything up to it
         # (by a superuser who re-hashes the chain) fails `audit` from now on.
         anchor_experiment(self.store, self.config.name)
+
+    def _promote(self, candidate: BranchRef) -> StoredEvent:
+        """Record the gate's verdict; under `approve-promotions` a promotion waits for a
+        person, who may veto it (abort: recorded as the gate's rejection, with who and why)."""
+        if self.config.proposer.autonomy != "approve-promotions":
+            return record_promotion(self.store, candidate)[1]
+        decision = decide_promotion(self.store, candidate)
+        if not decision.promoted:
+            return record_promotion(self.store, candidate)[1]
+        d = decision.decided
+        request = DecisionRequested(
+            request_id=request_id(self.config.name, f"promotion:{candidate}"), subject="promotion",
+            branch=str(candidate), why="autonomy approve-promotions: the gate would promote it",
+            details={"reason": d.reason, "candidate_score": d.candidate_score, "baseline_score": d.baseline_score,
+                     "margin": d.margin, "incumbent": str(decision.incumbent)},
+        )  # fmt: skip
+        answer = decision_for(self.store, request)
+        if answer.payload["decision"] == "approved":
+            return record_promotion(self.store, candidate)[1]
+        note = answer.payload["note"]
+        vetoed = d.model_copy(update={
+            "decision": "rejected", "evidence": {**d.evidence, "veto": {"by": answer.actor, "note": note}},
+            "reason": f"rejected: the gate would promote it, {answer.actor} aborted it{f' ({note})' if note else ''}",
+        })  # fmt: skip
+        # The gate's own key: the verdict counts as the gate's (promotion.judged_by_the_gate).
+        return self.store.append(decision.record_on, [NewEvent.of(
+            vetoed, idempotency_key=decision.idempotency_key, causation_id=answer.event_id)])[0]  # fmt: skip
 
     def _baseline_under_candidates_protocol(self, candidate: BranchRef) -> None:
         """A candidate that changed the evaluation protocol (more samples, more problems) is
@@ -471,10 +555,17 @@ def _last_verdict_inconclusive(decisions: list[StoredEvent]) -> bool:
     if not decisions or decisions[-1].payload["decision"] != "rejected":
         return False
     last = decisions[-1].payload
+    if last.get("evidence", {}).get("veto"):
+        return False  # a person's veto is no want of power
     paired = last.get("evidence", {}).get("per_problem") or {}
     interval = paired.get("interval")
     return bool(interval and not last.get("blocking_findings") and (last.get("margin") or 0) > 0
                 and interval[1] > 0)  # fmt: skip
+
+
+def _outcomes(decisions: list[StoredEvent]) -> list[str]:
+    """One line per verdict, for a proposer to read: the candidate and the gate's reason."""
+    return [f"{e.payload['candidate']}: {e.payload['reason'][:200]}" for e in decisions]
 
 
 def _rejected_in_a_row(decisions: list[StoredEvent]) -> int:

@@ -13,6 +13,10 @@
 
     [harness.evaluation]
     k = 4
+
+    [proposer]                     # who proposes, and when a human decides (proposer_config.py)
+    kind = "rules"
+    autonomy = "full"
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evotrainer.errors import UsageError
+from evotrainer.evolve.proposer_config import ProposerConfig
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.refs import check_name
 
@@ -42,6 +47,7 @@ class ExperimentConfig(BaseModel):
     train_tasks: int = Field(default=64, ge=1, strict=True, description="training problems each run draws from")
     harness: dict[str, Any] = Field(default_factory=dict, description="fields of the default harness spec to change")
     task_timeout_s: float = Field(default=3600.0, gt=0, description="with a broker: how long to wait for a task")
+    proposer: ProposerConfig = Field(default_factory=ProposerConfig, description="who proposes; when a human decides")
 
     @field_validator("name")
     @classmethod

@@ -46,8 +46,13 @@ class Proposal:
     hypothesis: str
     trigger: str
     """The condition it answers (skills.NO_CONDITION when none was diagnosed)."""
+    criterion: str | None = None
+    """None: the default criterion for the field (harness.intervention.default_criterion)."""
+    rollback: str | None = None
     proposer: str = "builtin"
-    """Recorded on its InterventionProposed: builtin, or skill:ID (evolve/skill_proposals.py)."""
+    """builtin (these rules), skill:ID (evolve/skill_proposals.py), `llm:MODEL`, or human."""
+    reply_id: str | None = None
+    """The event that recorded the reply it came from (a ProposerReplied or DecisionRecorded)."""
 
     @property
     def subtraction(self) -> bool:
@@ -152,6 +157,19 @@ def builtin_proposals(
         return (-rank, -expected_gain(p, spec, trend, conditions, inconclusive), escalate and not p.subtraction, i)
 
     return [p for _, p in sorted(enumerate(valid), key=order)]
+
+
+PROPOSABLE_SECTIONS = ("rewards", "filters", "grpo")
+"""What a proposer may change: how training runs. How it is measured (evaluation: a second
+look's business), judged (promotion: a person's, `harness record --override`) and
+diagnosed (diagnostics: only once retro-validated) are not proposals."""
+
+
+def check_proposable(field: str) -> None:
+    """Refuse a change outside PROPOSABLE_SECTIONS, saying why."""
+    if field.split(".", 1)[0] not in PROPOSABLE_SECTIONS:
+        raise UsageError(f"{field} is not a proposer's to change: a proposal changes one field under "
+                         f"{', '.join(s + '.' for s in PROPOSABLE_SECTIONS)}")  # fmt: skip
 
 
 def current_value(spec: HarnessSpec, path: str) -> Any:
