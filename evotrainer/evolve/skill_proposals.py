@@ -68,7 +68,8 @@ def skill_candidates(
         hypothesis = (f"{skill.expected_outcome} (skill {skill.skill_id}: {skill.successes} successes, "
                       f"{skill.failures} failures, validated in {where}{transfer})")  # fmt: skip
         rank = (not skill.general, skill.failures - skill.successes, -(skill.mean_effect or 0.0))
-        out.append((rank, Proposal(skill.field_path, value, hypothesis, skill.trigger, f"skill:{skill.skill_id}")))
+        proposal = Proposal(skill.field_path, value, hypothesis, skill.trigger, proposer=f"skill:{skill.skill_id}")
+        out.append((rank, proposal))
     return [proposal for _, proposal in sorted(out, key=lambda pair: pair[0])]
 
 
