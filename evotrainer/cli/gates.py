@@ -27,7 +27,8 @@ def pending_command(
     experiment: str = typer.Argument(None, help="Only this experiment's requests (default: every experiment's)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """The decisions the loop waits for: request id, experiment, what waits and why."""
+    """The decisions the loop waits for at its human gates: request id, experiment, what
+    waits and why."""
     from evotrainer.evolve.gates import describe, pending
     from evotrainer.refs import check_name
 
@@ -50,7 +51,8 @@ def approve_command(
     note: str = _NOTE,
     actor: str = _ACTOR,
 ) -> None:
-    """Approve what a request puts forward: the proposal, the intervention or the promotion."""
+    """Approve what a gate's request puts forward (the proposal, the intervention or the
+    promotion); `evotrainer run` resumes from it."""
     _decide(ident, "approved", [], note, actor)
 
 
@@ -60,7 +62,8 @@ def revise_command(
     note: str = _NOTE,
     actor: str = _ACTOR,
 ) -> None:
-    """Run your own single-field change instead of the one a request puts forward."""
+    """Answer a gate's request with your own single-field change (--set FIELD=VALUE) to run
+    instead."""
     _decide(ident, "revised", set_, note, actor)
 
 
@@ -69,7 +72,8 @@ def abort_command(
     note: str = _NOTE,
     actor: str = _ACTOR,
 ) -> None:
-    """Decline what a request puts forward: the change is not tried, the promotion not made."""
+    """Decline what a gate's request puts forward: the change is not tried, the promotion
+    not made."""
     _decide(ident, "aborted", [], note, actor)
 
 
