@@ -55,6 +55,7 @@ bench: install
 	$(PY) bench/compare.py
 	$(PY) bench/api.py
 	$(PY) bench/ui.py
+	$(PY) bench/artifacts.py
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3

@@ -48,6 +48,7 @@ class LocalBackend:
         return self._path(rel).stat().st_size
 
     def open_read(self, rel: str) -> IO[bytes]:
+        """The object's bytes; FileNotFoundError when it is not there."""
         return self._path(rel).open("rb")
 
     def write_atomic(self, rel: str, chunks: Iterable[bytes]) -> None:
@@ -71,6 +72,10 @@ class LocalBackend:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+    def write_hashed(self, rel: str, data: bytes) -> None:
+        """Store bytes whose hash the caller computed from this very object."""
+        self.write_atomic(rel, [data])
 
     def move_in(self, src: Path, rel: str) -> None:
         """Move a finished temporary file (already fsynced) into place atomically."""
@@ -146,6 +151,10 @@ class FsspecBackend:
         # Object stores have no atomic rename; a copy-then-delete still never exposes a
         # partial object under the final name, which is what readers rely on.
         self.fs.mv(tmp, dest)
+
+    def write_hashed(self, rel: str, data: bytes) -> None:
+        """Store bytes whose hash the caller computed from this very object."""
+        self.write_atomic(rel, [data])
 
     def remove(self, rel: str) -> None:
         if self.fs.exists(self._path(rel)):

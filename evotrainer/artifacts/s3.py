@@ -23,9 +23,12 @@ opened. Tests: `pytest tests/artifacts/test_s3.py` (a moto server on loopback).
 from __future__ import annotations
 
 import hashlib
+import io
 import os
-from collections.abc import Iterable
-from typing import Any
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 from evotrainer.artifacts.backends import FsspecBackend
 from evotrainer.artifacts.errors import ArtifactCorruptError
@@ -74,22 +77,102 @@ class S3Backend(FsspecBackend):
     def write_atomic(self, rel: str, chunks: Iterable[bytes]) -> None:
         expected = address_of(rel)
         digest = hashlib.sha256()
+        head: list[bytes] = []
+        held = 0
+        it = iter(chunks)
+        for chunk in it:
+            digest.update(chunk)
+            head.append(chunk)
+            held += len(chunk)
+            if held > PART_BYTES:
+                self._write_multipart(rel, head, it, digest, expected)
+                return
+        # Up to one part: a single PUT of bytes already in memory (through a file object
+        # it would be buffered and copied again, measured 1.7x slower for 50 MB).
+        self._check(expected, digest)
+        self.fs.pipe_file(self._path(rel), b"".join(head))
+
+    def write_hashed(self, rel: str, data: bytes) -> None:
+        """One PUT of bytes the caller has just hashed for `rel`: nothing can change between
+        the hash and the upload, so they are not hashed a second time."""
+        self.fs.pipe_file(self._path(rel), data)
+
+    def _write_multipart(self, rel: str, head: list[bytes], rest: Iterator[bytes], digest: Any,
+                         expected: str | None) -> None:
         f = self.fs.open(self._path(rel), "wb", block_size=PART_BYTES)
         try:
-            for chunk in chunks:
+            for chunk in head:
+                f.write(chunk)
+            for chunk in rest:
                 digest.update(chunk)
                 f.write(chunk)
-            if expected is not None and digest.hexdigest() != expected:
-                raise ArtifactCorruptError(expected, digest.hexdigest(), self.location)
+            self._check(expected, digest)
         except BaseException:
-            # Abort the multipart upload (or drop the buffer of a small one): nothing was
-            # committed, so nothing appears under the address. Marked closed so that the
-            # file object's finalizer does not commit what is left.
+            # Abort the multipart upload: nothing was committed, so nothing appears under
+            # the address. Marked closed so that the file object's finalizer does not
+            # commit what is left.
             f.discard()
             f.closed = True
             raise
-        f.close()  # the PUT or the multipart completion: the object appears whole
+        f.close()  # completes the multipart upload: the object appears whole
 
-    def open_read(self, rel: str) -> Any:
-        # Read sequentially in large blocks: artifacts are read front to back, once.
-        return self.fs.open(self._path(rel), "rb", block_size=PART_BYTES, cache_type="readahead")
+    def _check(self, expected: str | None, digest: Any) -> None:
+        if expected is not None and digest.hexdigest() != expected:
+            raise ArtifactCorruptError(expected, digest.hexdigest(), self.location)
+
+    def open_read(self, rel: str) -> IO[bytes]:
+        return _Prefetched(self.fs, self._path(rel))  # type: ignore[return-value]
+
+
+class _Prefetched(io.RawIOBase):
+    """An object's bytes, one GET streamed by a thread of its own, so that hashing and
+    writing what has arrived overlaps with the transfer of the rest (every read of an
+    artifact hashes it; done after the transfer, hashing 50 MB added a third to its time).
+    FileNotFoundError when the object is not there, raised by the constructor."""
+
+    def __init__(self, fs: Any, path: str) -> None:
+        from fsspec.asyn import sync
+
+        bucket, key, _ = fs.split_path(path)
+        self._body = sync(fs.loop, fs._call_s3, "get_object", Bucket=bucket, Key=key)["Body"]
+        self._chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=16)
+        self._stop = threading.Event()
+        self._held = bytearray()
+        self._eof = False
+        threading.Thread(target=self._pump, args=(fs.loop, sync), daemon=True).start()
+
+    def _pump(self, loop: Any, sync: Any) -> None:
+        try:
+            while not self._stop.is_set():
+                chunk = sync(loop, self._body.read, 1 << 20)
+                while not self._stop.is_set():
+                    try:
+                        self._chunks.put(chunk, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if not chunk:
+                    return
+        except BaseException as exc:  # handed to the reader, who raises it
+            self._chunks.put(exc)
+        finally:
+            self._body.close()
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = -1 if size is None else size
+        while not self._eof and (want < 0 or len(self._held) < want):
+            chunk = self._chunks.get()
+            if isinstance(chunk, BaseException):
+                raise OSError(f"reading an artifact from S3 failed: {chunk}") from chunk
+            self._eof = not chunk
+            self._held += chunk
+        data = bytes(self._held if want < 0 else self._held[:want])
+        del self._held[: len(data)]
+        return data
+
+    def close(self) -> None:
+        self._stop.set()
+        super().close()
