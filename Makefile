@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench compare lint schemas docs clean
+.PHONY: install test demo bench compare lint schemas docs clean hosts
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ bench: install
 	$(PY) bench/api.py
 	$(PY) bench/ui.py
 	$(PY) bench/artifacts.py
+
+# The fleet on hosts in network namespaces with an S3 store, the long version (root).
+hosts: install
+	bash .ci/services
+	EVOTRAINER_HOSTS_LONG=1 $(PY) -m pytest tests/fleet/test_hosts.py -q
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3
