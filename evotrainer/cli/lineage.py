@@ -20,6 +20,7 @@ from evotrainer.store import EventStore, StoredEvent
 
 if TYPE_CHECKING:
     from evotrainer.fleet.replay import ReplayedTask
+    from evotrainer.fleet.tolerance import Tolerances
 
 
 def _plain(value: Any) -> Any:
@@ -115,13 +116,21 @@ def replay_command(
     allow_unverified: bool = typer.Option(
         False, "--allow-unverified", help="Exit 0 even when results that no task or command produced are in the branch."
     ),
+    tolerance: list[str] = typer.Option(
+        [], "--tolerance", metavar="METRIC=EPS",
+        help="Absolute tolerance for a metric (a payload field path such as avg_at_k, or a pattern such as"
+        " 'step_metrics.*'), used only where the recorded machine is not bit-reproducible with this one;"
+        " over the defaults its fingerprint recorded. Repeatable.",
+    ),
 ) -> None:
     """Re-execute the branch's recorded train, evaluate, diagnose and backtest tasks and
     compare their outputs hash for hash, and name every result that no task or command
     produced as unverifiable (or, with --projections, rebuild the projections); exit 0
     identical, 1 at the first difference or when a result is unverifiable."""
     if not projections:
-        _replay_computations(BranchRef.parse(ref, allow_seq=False), allow_unverified)
+        from evotrainer.fleet.tolerance import parse_tolerances
+
+        _replay_computations(BranchRef.parse(ref, allow_seq=False), allow_unverified, parse_tolerances(tolerance))
         return
     from evotrainer.lineage.projections import LIVE_SCHEMA, Projector, compare, rebuild
 
@@ -142,24 +151,39 @@ def replay_command(
     typer.echo(f"identical: {events} events rebuilt into every projection, no difference")
 
 
-def _replay_computations(branch: BranchRef, allow_unverified: bool) -> None:
+def _replay_computations(branch: BranchRef, allow_unverified: bool, tolerances: Tolerances) -> None:
     from evotrainer.fleet.replay import REPLAYABLE, replay_branch
     from evotrainer.training.progress import quiet_libraries
 
     quiet_libraries()  # the tasks run again here: their libraries' bars and warnings go to the log
     counts: dict[str, int] = {}
     changed_environment = False
+    within = 0
+    largest: dict[str, float] = {}
     with EventStore.connect() as store:
         store.branch(branch)
         unverified = unverifiable_results(store, branch)
-        for replayed in _replayed_or_why_not(replay_branch(store, branch)):
+        for replayed in _replayed_or_why_not(replay_branch(store, branch, tolerances)):
             where = f"{replayed.request.experiment}/{replayed.request.branch}@{replayed.request.seq}"
+            if replayed.not_reproducible is not None:
+                typer.echo(f"{where} {replayed.kind} {replayed.task_id}: compared within tolerances"
+                           f" ({replayed.not_reproducible})")
             if replayed.difference is not None:
                 typer.echo(f"{where} {replayed.kind} {replayed.task_id}: DIFFERENT: {replayed.difference}")
+                _report_deviations(largest | replayed.deviations)
                 raise typer.Exit(1)
             counts[replayed.kind] = counts.get(replayed.kind, 0) + 1
             changed_environment |= replayed.environment_changed
             hashes = ", ".join(f"{k.removesuffix('_sha256')} {v[:12]}" for k, v in replayed.outputs.items())
+            if replayed.not_reproducible is not None:
+                within += 1
+                for metric, deviation in replayed.deviations.items():
+                    largest[metric] = max(largest.get(metric, 0.0), deviation)
+                deviations = ", ".join(f"{m} {d:.4g}" for m, d in sorted(replayed.deviations.items()))
+                other = f"; {replayed.hashes_differing} content hashes differ" if replayed.hashes_differing else ""
+                typer.echo(f"{where} {replayed.kind} {replayed.task_id}: within tolerances"
+                           f" (largest deviation: {deviations or 'none'}{other})")
+                continue
             typer.echo(f"{where} {replayed.kind} {replayed.task_id}: identical" + (f" ({hashes})" if hashes else ""))
     for event, why in unverified:
         typer.echo(f"{event.experiment}/{event.branch}@{event.seq} {event.type}: UNVERIFIABLE: {why}")
@@ -167,13 +191,24 @@ def _replay_computations(branch: BranchRef, allow_unverified: bool) -> None:
         typer.echo(f"nothing to replay: {branch} records no completed {', '.join(REPLAYABLE)} task")
     else:
         tally = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
-        note = " (in a different environment: see the events' environment)" if changed_environment else ""
-        typer.echo(f"identical: {sum(counts.values())} tasks re-executed ({tally}), every output the same{note}")
+        if within:
+            _report_deviations(largest)
+            typer.echo(f"within tolerances: {sum(counts.values())} tasks re-executed ({tally}), {within} of them"
+                       " on a machine not bit-reproducible with the recording, every figure within its tolerance")
+        else:
+            note = " (in a different environment: see the events' environment)" if changed_environment else ""
+            typer.echo(f"identical: {sum(counts.values())} tasks re-executed ({tally}), every output the same{note}")
     if unverified:
         allowed = " (allowed: --allow-unverified)" if allow_unverified else ""
         typer.echo(f"UNVERIFIABLE: {len(unverified)} results in {branch} that no task or command produced{allowed}")
         if not allow_unverified:
             raise typer.Exit(1)
+
+
+def _report_deviations(largest: dict[str, float]) -> None:
+    """The largest deviation per metric compared within a tolerance, one line."""
+    if largest:
+        typer.echo("largest deviation per metric: " + ", ".join(f"{m} {d:.4g}" for m, d in sorted(largest.items())))
 
 
 def unverifiable_results(store: EventStore, branch: BranchRef) -> list[tuple[StoredEvent, str]]:

@@ -13,7 +13,10 @@ inputs and the artifact store; diagnose and backtest read the branch as it stood
 ran (just before their results were appended). Each produced payload is validated and encoded as an
 append would, then compared field by field, leaving out the time it took
 (`wall_seconds`, `cpu_seconds`, `gpu_seconds`) and the environment fingerprint: a different environment is reported,
-not failed; on CPU everything else must match exactly.
+not failed; on CPU everything else must match exactly. Where the recorded task's machine is
+not bit-reproducible with this one (a GPU, CPU kernels of another level: tolerance.py),
+its figures are compared within tolerances instead, and the largest deviation per metric
+is reported.
 
 A diagnosis that `evotrainer diagnose` recorded (no task: its command's key) is computed
 again the same way, on the branch as it stood just before it.
@@ -25,10 +28,11 @@ nothing new (a diverging one leaves its outputs in the artifact store).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from evotrainer.errors import EvotrainerError
+from evotrainer.fleet.tolerance import Comparison, Tolerances, compare_within, reproducible
 from evotrainer.lineage.provenance import RESULT_KINDS, command_key
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
@@ -47,6 +51,12 @@ class ReplayedTask:
     environment_changed: bool
     outputs: dict[str, str]
     """The content hashes it produced, by field (for the report)."""
+    not_reproducible: str | None = None
+    """Why the recorded machine is not bit-reproducible with this one (its figures were then
+    compared within tolerances); None when compared exactly."""
+    deviations: dict[str, float] = field(default_factory=dict)
+    """Largest |recorded - now| per metric compared within a tolerance."""
+    hashes_differing: int = 0
 
     @property
     def kind(self) -> str:
@@ -101,16 +111,18 @@ def commanded_diagnoses(history: Sequence[StoredEvent]) -> list[StoredEvent]:
             and e.idempotency_key == command_key(e)]  # fmt: skip
 
 
-def replay_branch(store: EventStore, ref: BranchRef) -> Iterator[ReplayedTask]:
+def replay_branch(store: EventStore, ref: BranchRef, tolerances: Tolerances | None = None) -> Iterator[ReplayedTask]:
     """Replay the branch's recorded tasks, and the diagnoses its command recorded, in the
-    order they were recorded (a generator: stop at a difference)."""
+    order they were recorded (a generator: stop at a difference). `tolerances` (over each
+    recorded run's own defaults) apply only where its machine is not bit-reproducible here."""
     history = store.read_branch(ref)
     work: list[RecordedTask | StoredEvent] = [*recorded_tasks(history), *commanded_diagnoses(history)]
     work.sort(key=lambda w: (w.request if isinstance(w, RecordedTask) else w).global_position)
     for item in work:
         r = item.request if isinstance(item, RecordedTask) else item
         try:
-            yield replay_task(store, item) if isinstance(item, RecordedTask) else replay_diagnosis(store, item)
+            yield (replay_task(store, item, tolerances) if isinstance(item, RecordedTask)
+                   else replay_diagnosis(store, item))
         except (EvotrainerError, OSError) as exc:
             what = f"{r.payload['kind']} {r.payload['task_id']}" if isinstance(item, RecordedTask) else r.type
             raise CannotReplayError(f"cannot replay {r.experiment}/{r.branch}@{r.seq} {what}: {exc}") from exc
@@ -129,15 +141,25 @@ def replay_diagnosis(store: EventStore, recorded: StoredEvent) -> ReplayedTask:
     return ReplayedTask(recorded, where, False, {})
 
 
-def replay_task(store: EventStore, task: RecordedTask) -> ReplayedTask:
+def replay_task(store: EventStore, task: RecordedTask, tolerances: Tolerances | None = None) -> ReplayedTask:
     request = task.request
-    news = recompute(store, request, task.ran_at_seq)
+    # As an append would store them: validated (defaults filled in) and read back from jsonb.
+    produced = [(new, prepare(new).payload) for new in recompute(store, request, task.ran_at_seq)]
+    recorded_env = next((e.payload["environment"] for e in task.caused if "environment" in e.payload), None)
+    now_env = next((now["environment"] for _, now in produced if "environment" in now), None)
+    why = reproducible(recorded_env, now_env)
+    # The recorded run's own defaults (its fingerprint's), under what the caller asked for.
+    within = (tolerances or Tolerances()).over((recorded_env or {}).get("replay_tolerances")) if why else None
     outputs: dict[str, str] = {}
     changed_environment = False
+    total = Comparison()
     unmatched = list(task.caused)
-    for new in news:
-        # As an append would store it: validated (defaults filled in) and read back from jsonb.
-        now = prepare(new).payload
+
+    def result(difference: str | None) -> ReplayedTask:
+        return ReplayedTask(request, difference, changed_environment, outputs, why, total.deviations,
+                            total.hashes_differing)
+
+    for new, now in produced:
         outputs.update({key: str(now[key]) for key in _HASHES if isinstance(now.get(key), str)})
         key = new.idempotency_key
         before = next((e for e in unmatched if e.idempotency_key == key), None) if key else None
@@ -145,16 +167,19 @@ def replay_task(store: EventStore, task: RecordedTask) -> ReplayedTask:
             continue  # its append kept an event recorded earlier: this task wrote nothing to check
         before = before or next((e for e in unmatched if e.type == new.type), None)
         if before is None:
-            return ReplayedTask(request, f"it recorded no {new.type}; now it produces one", False, outputs)
+            return result(f"it recorded no {new.type}; now it produces one")
         unmatched.remove(before)
         changed_environment |= before.payload.get("environment") != now.get("environment")
-        difference = first_difference(_compared(before.payload), _compared(now))
+        if within is None:
+            difference = first_difference(_compared(before.payload), _compared(now))
+        else:
+            difference = compare_within(_compared(before.payload), _compared(now), within, total).difference
         if difference is not None:
-            return ReplayedTask(request, f"{new.type} (seq {before.seq}) {difference}", changed_environment, outputs)
+            return result(f"{new.type} (seq {before.seq}) {difference}")
     if unmatched:
-        return ReplayedTask(request, f"it recorded {', '.join(e.type for e in unmatched)} (seq {unmatched[0].seq}) "
-                                     "that it no longer produces", changed_environment, outputs)  # fmt: skip
-    return ReplayedTask(request, None, changed_environment, outputs)
+        return result(f"it recorded {', '.join(e.type for e in unmatched)} (seq {unmatched[0].seq}) "
+                      "that it no longer produces")
+    return result(None)
 
 
 def recompute(store: EventStore, request: StoredEvent, at_seq: int) -> list[NewEvent]:

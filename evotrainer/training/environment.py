@@ -86,7 +86,19 @@ def fingerprint() -> dict[str, Any]:
         "mkldnn": torch.backends.mkldnn.is_available(),
         "hub_offline": hub_offline(),
         "switches": switches(),
+        "replay_tolerances": replay_tolerances(dev),
     }
+
+
+_SCORES = ("avg_at_k", "pass_at_k", "component_means.*")
+
+
+def replay_tolerances(device: str) -> dict[str, float]:
+    """The absolute tolerances a result recorded on `device` is replayed with on a machine
+    that is not bit-reproducible with it (fleet/tolerance.py): the evaluation scores, whose
+    samples change with the arithmetic; a GPU's kernels are not deterministic at all, so
+    it gets more room. Everything else is compared exactly unless `--tolerance` says so."""
+    return dict.fromkeys(_SCORES, 0.02 if device == "cpu" else 0.03)
 
 
 def _versions(names: tuple[str, ...]) -> dict[str, str]:
