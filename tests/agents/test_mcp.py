@@ -95,6 +95,7 @@ async def cycle(params: StdioServerParameters, store: EventStore) -> dict[str, A
         data(await session.call_tool("diagnose", {"ref": "mcp/drop-dead"}))
         seen["promotion"] = data(await session.call_tool("promote", {"ref": "mcp/drop-dead"}))
 
+        seen["skills"] = data(await session.call_tool("skills_list", {}))
         seen["lineage"] = data(await session.call_tool("lineage", {"experiment": "mcp"}))
         seen["audit"] = data(await session.call_tool("audit", {}))
         seen["resource"] = (await session.read_resource("evotrainer://lineage/mcp")).contents[0].text  # type: ignore[union-attr]
@@ -117,6 +118,10 @@ def test_an_agent_drives_a_whole_cycle_over_stdio(database_url: str, store: Even
     assert "new_branch" in seen["missing argument"]
     promotion = seen["promotion"]
     assert promotion["recorded_at"].startswith("mcp/main@") and isinstance(promotion["promoted"], bool)
+    # The gate's first verdict on the candidate is one outcome of its skill, promoted or not.
+    [skill] = seen["skills"]
+    assert skill["skill_id"].endswith("/filters.drop_zero_variance_groups/enable")
+    assert skill["successes"] + skill["failures"] == 1 and skill["successes"] == int(promotion["promoted"])
     assert "drop-dead @" in seen["lineage"]["tree"] and "by mcp:test-agent" in seen["lineage"]["tree"]
     assert seen["resource"] == seen["lineage"]["tree"]
     assert seen["audit"]["intact"] is True
