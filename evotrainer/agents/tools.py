@@ -201,6 +201,40 @@ def register_tools(server: FastMCP, tools: Tools) -> None:
         with tools.client(ctx) as db:
             return plain(db.propose_from_skills(ref))
 
+    @server.tool(annotations=READ)
+    @tool_errors
+    def pending(ctx: Context, experiment: str | None = None) -> list[dict[str, Any]]:
+        """The requests the loop waits on at its human gates (every experiment's, or one's),
+        oldest first: request id, what waits for a decision and why, the change on the table
+        and the evidence shown."""
+        with tools.client(ctx) as db:
+            return plain(db.pending(experiment).records())
+
+    @server.tool(annotations=WRITE)
+    @tool_errors
+    def approve(request_id: str, ctx: Context, note: str | None = None) -> dict[str, Any]:
+        """Approve what a gate's request puts forward (a proposal, an intervention, a
+        promotion); running the experiment again resumes from it. One answer per request."""
+        with tools.client(ctx) as db:
+            return plain(db.approve(request_id, note))
+
+    @server.tool(annotations=WRITE)
+    @tool_errors
+    def revise(request_id: str, field: str, value: Any, ctx: Context, note: str | None = None) -> dict[str, Any]:
+        """Answer a gate's request with one change of your own to run instead: set `field`
+        (a dotted path under rewards., filters. or grpo.) to `value`; `note` says why and
+        becomes the hypothesis. A promotion is approved or aborted, never revised."""
+        with tools.client(ctx) as db:
+            return plain(db.revise(request_id, field, value, note))
+
+    @server.tool(annotations=WRITE)
+    @tool_errors
+    def abort(request_id: str, ctx: Context, note: str | None = None) -> dict[str, Any]:
+        """Decline what a gate's request puts forward: the change is not tried, the promotion
+        not made (recorded as the gate's rejection, with who vetoed it and `note`)."""
+        with tools.client(ctx) as db:
+            return plain(db.abort(request_id, note))
+
 
 def _task(run: Any) -> dict[str, Any]:
     return {"kind": run.kind, "task_id": run.task_id, "branch": run.branch, "ran_here": run.ran_here,

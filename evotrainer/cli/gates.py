@@ -7,7 +7,8 @@
 
 `evotrainer run` stops with exit status 4 at a gate (evolve/gates.py); each answer is a
 DecisionRecorded on the experiment's main branch, by the OS user (or EVOTRAINER_ACTOR,
-or --actor), and running the experiment again resumes from it.
+or --actor), and running the experiment again resumes from it. These commands are the
+client's `pending`, `approve`, `revise` and `abort` plus formatting.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import json
 import typer
 
 from evotrainer.cli.render import print_json, print_line, print_table
-from evotrainer.store import EventStore
+from evotrainer.client import connect
+from evotrainer.client.results import GateDecision
+from evotrainer.errors import UsageError
 
 _ACTOR = typer.Option(None, "--actor", help="Who decides (default: EVOTRAINER_ACTOR, else the OS user@host).")
 _NOTE = typer.Option("", "--note", help="Why, in a line; recorded with the decision.")
@@ -29,20 +32,16 @@ def pending_command(
 ) -> None:
     """The decisions the loop waits for at its human gates: request id, experiment, what
     waits and why."""
-    from evotrainer.evolve.gates import describe, pending
-    from evotrainer.refs import check_name
-
-    with EventStore.connect() as store:
-        waiting = pending(store, check_name("experiment", experiment) if experiment else None)
+    with connect() as db:
+        waiting = db.pending(experiment)
     if as_json:
-        print_json([{**e.payload, "experiment": e.experiment, "asked_at": e.recorded_at.isoformat()} for e in waiting])
+        print_json([{**row, "asked_at": row["asked_at"].isoformat()} for row in waiting.records()])
         return
     if not waiting:
         print_line("nothing waits for a decision")
         return
-    print_table(["request", "experiment", "asked", "waits for"],
-                [(e.payload["request_id"], e.experiment, f"{e.recorded_at:%Y-%m-%d %H:%M}", describe(e.payload))
-                 for e in waiting])  # fmt: skip
+    rows = [(r.request_id, r.experiment, f"{r.asked_at:%Y-%m-%d %H:%M}", r.waits_for) for r in waiting]
+    print_table(["request", "experiment", "asked", "waits for"], rows)
     print_line("decide with `evotrainer approve ID`, `evotrainer revise ID --set FIELD=VALUE` or `evotrainer abort ID`")
 
 
@@ -53,7 +52,8 @@ def approve_command(
 ) -> None:
     """Approve what a gate's request puts forward (the proposal, the intervention or the
     promotion); `evotrainer run` resumes from it."""
-    _decide(ident, "approved", [], note, actor)
+    with connect() as db:
+        _say(db.approve(ident, note, actor))
 
 
 def revise_command(
@@ -64,7 +64,17 @@ def revise_command(
 ) -> None:
     """Answer a gate's request with your own single-field change (--set FIELD=VALUE) to run
     instead."""
-    _decide(ident, "revised", set_, note, actor)
+    from evotrainer.cli.harness import _parse_set
+    from evotrainer.harness.intervention import MultiFieldInterventionError
+
+    changes = _parse_set(set_)
+    if not changes:
+        raise UsageError("revise needs the change to run instead: --set FIELD=VALUE")
+    if len(changes) > 1:
+        raise MultiFieldInterventionError(list(changes))
+    [(field_path, value)] = changes.items()
+    with connect() as db:
+        _say(db.revise(ident, field_path, value, note, actor))
 
 
 def abort_command(
@@ -74,21 +84,12 @@ def abort_command(
 ) -> None:
     """Decline what a gate's request puts forward: the change is not tried, the promotion
     not made."""
-    _decide(ident, "aborted", [], note, actor)
+    with connect() as db:
+        _say(db.abort(ident, note, actor))
 
 
-def _decide(ident: str, decision: str, items: list[str], note: str, actor: str | None) -> None:
-    from evotrainer.cli.harness import _parse_set
-    from evotrainer.errors import UsageError
-    from evotrainer.evolve.gates import describe, record_decision
-
-    changes = _parse_set(items)
-    if decision == "revised" and not changes:
-        raise UsageError("revise needs the change to run instead: --set FIELD=VALUE")
-    with EventStore.connect(actor=actor) as store:
-        stored = record_decision(store, ident, decision, changes=changes, note=note.strip())  # type: ignore[arg-type]
-        asked = next(e for e in store.read_branch(stored.ref) if e.event_id == stored.causation_id)
-    change = f" ({', '.join(f'{k}={json.dumps(v)}' for k, v in changes.items())})" if changes else ""
-    print_line(f"{decision} {ident}{change} as {stored.actor}: {describe(asked.payload)}")
-    print_line(f"recorded DecisionRecorded at {stored.experiment}/{stored.branch}@{stored.seq}; "
-               "run the experiment again (`evotrainer run FILE`) to resume")  # fmt: skip
+def _say(done: GateDecision) -> None:
+    change = f" ({', '.join(f'{k}={json.dumps(v)}' for k, v in done.changes.items())})" if done.changes else ""
+    print_line(f"{done.decision} {done.request_id}{change} as {done.actor}: {done.request}")
+    print_line(f"recorded DecisionRecorded at {done.recorded_at}; run the experiment again (`evotrainer run FILE`) "
+               "to resume")  # fmt: skip

@@ -29,10 +29,12 @@ from evotrainer.client.results import (
     Experiment,
     ExperimentRow,
     FindingRow,
+    GateDecision,
     Harness,
     HarnessDiff,
     Lineage,
     LineageRow,
+    PendingRow,
     Promotion,
     Proposal,
     Replay,
@@ -50,6 +52,7 @@ from evotrainer.store import EventStore, NewEvent, StoredEvent
 if TYPE_CHECKING:
     from evotrainer.client.work import Inputs
     from evotrainer.evolve.experiment_config import ExperimentConfig
+    from evotrainer.evolve.gates import Decision
 
 EVENT_COLUMNS: tuple[str, ...] = StoredEvent._fields
 
@@ -259,6 +262,17 @@ class Client:
         document = export_document(self.store, skill_library(self.store), domain)
         return json.dumps(document, indent=2) + "\n" if format == "json" else render_markdown(document)
 
+    def pending(self, experiment: str | None = None) -> Table[PendingRow]:
+        """The requests the loop waits on at its human gates, oldest first: every
+        experiment's, or only EXPERIMENT's (`evotrainer pending`)."""
+        from evotrainer.evolve.gates import pending
+
+        if experiment is not None:
+            check_name("experiment", experiment)
+            if not self.store.branches(experiment):
+                raise NotFoundError(f"no experiment {experiment}")
+        return Table(PendingRow._fields, [_pending_row(e) for e in pending(self.store, experiment)])
+
     # -- writing --------------------------------------------------------------------
 
     def create_experiment(
@@ -431,6 +445,27 @@ class Client:
         return Promotion(payload["candidate"], payload["decision"] == "promoted", payload["reason"], where, skill,
                          payload)  # fmt: skip
 
+    def approve(self, request_id: str, note: str | None = None, actor: str | None = None) -> GateDecision:
+        """Approve what a gate's request puts forward (the proposal, the intervention or the
+        promotion), recorded as DecisionRecorded by `actor` (default: this client's); running
+        the experiment again resumes from it. A request answered already is a UsageError."""
+        return self._decide(request_id, "approved", {}, note, actor)
+
+    def revise(
+        self, request_id: str, field_path: str, value: Any, note: str | None = None, actor: str | None = None
+    ) -> GateDecision:
+        """Answer a gate's request with one change of your own (FIELD_PATH = VALUE) to run
+        instead, checked as `propose` checks one before anything is written; a promotion
+        cannot be revised."""
+        if not isinstance(field_path, str) or not field_path.strip():
+            raise UsageError("revise needs the change to run instead: a field path and its value")
+        return self._decide(request_id, "revised", {field_path.strip(): value}, note, actor)
+
+    def abort(self, request_id: str, note: str | None = None, actor: str | None = None) -> GateDecision:
+        """Decline what a gate's request puts forward: the change is not tried, the promotion
+        not made (recorded as the gate's rejection, naming who vetoed it)."""
+        return self._decide(request_id, "aborted", {}, note, actor)
+
     def run(
         self, config: str | Path | Mapping[str, Any] | ExperimentConfig, *, iterations: int | None = None,
         say: Callable[[str], None] | None = None,
@@ -469,6 +504,20 @@ class Client:
 
     # -- helpers --------------------------------------------------------------------
 
+    def _decide(
+        self, ident: str, decision: Decision, changes: dict[str, Any], note: str | None, actor: str | None
+    ) -> GateDecision:
+        from evotrainer.evolve.gates import describe, find_request, record_decision
+
+        if not isinstance(ident, str) or not ident.strip():
+            raise UsageError("name the request: its id is in `evotrainer pending`")
+        stored = record_decision(self.store, ident.strip(), decision, changes=changes, note=(note or "").strip(),
+                                 actor=actor or None)  # fmt: skip
+        asked, _ = find_request(self.store, stored.payload["request_id"])
+        return GateDecision(stored.payload["request_id"], decision, dict(stored.payload["changes"]),
+                            stored.payload["note"], stored.actor, f"{stored.experiment}/{stored.branch}@{stored.seq}",
+                            describe(asked.payload))  # fmt: skip
+
     def _work(self, ref: str, kind: str, inputs: Inputs, domain: str | None) -> TaskOutcome:
         from evotrainer.client.work import request_work
 
@@ -498,6 +547,14 @@ class Client:
             (target, event_type),
         ).fetchall()
         return [row_to_event(row) for row in rows]
+
+
+def _pending_row(asked: StoredEvent) -> PendingRow:
+    from evotrainer.evolve.gates import describe
+
+    p = asked.payload
+    return PendingRow(p["request_id"], asked.experiment, p["subject"], p["branch"], p["why"], describe(p),
+                      p.get("proposal"), p.get("details") or {}, asked.recorded_at)  # fmt: skip
 
 
 def _quiet_when_local() -> None:

@@ -111,6 +111,26 @@ class SkillRow(NamedTuple):
     """How many of its records came from skills files (SkillImported)."""
 
 
+class PendingRow(NamedTuple):
+    """A human gate's request nobody answered yet (DecisionRequested on EXPERIMENT/main)."""
+
+    request_id: str
+    """What approve, revise and abort name (d- and ten hex digits)."""
+    experiment: str
+    subject: str
+    """proposal (a change to propose), intervention (one to run) or promotion."""
+    branch: str
+    why: str
+    """Which autonomy rule asked for a human."""
+    waits_for: str
+    """One line: what waits, on which branch, and why (as `evotrainer pending` shows it)."""
+    proposal: dict[str, Any] | None
+    """The change on the table, if any."""
+    details: dict[str, Any]
+    """The evidence the request shows (a backtest's figures, the scores of a promotion)."""
+    asked_at: datetime
+
+
 @dataclass(frozen=True)
 class Branch:
     """A branch and where its history stands."""
@@ -232,6 +252,24 @@ class Promotion:
     skill: str | None
     decision: dict[str, Any]
     """The PromotionDecided payload, evidence included."""
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """The answer to a human gate's request (DecisionRecorded); the loop resumes from it."""
+
+    request_id: str
+    decision: str
+    """approved, revised or aborted."""
+    changes: dict[str, Any]
+    """revised: the one FIELD: VALUE to run instead ({} otherwise)."""
+    note: str
+    actor: str
+    """Who decided (an agent over MCP: mcp:<client name>)."""
+    recorded_at: str
+    """EXPERIMENT/main@SEQ of the DecisionRecorded."""
+    request: str
+    """What was decided: the request's one line (see PendingRow.waits_for)."""
 
 
 @dataclass(frozen=True)

@@ -99,11 +99,12 @@ def find_request(store: EventStore, ident: str) -> tuple[StoredEvent, StoredEven
 
 
 def record_decision(
-    store: EventStore, ident: str, decision: Decision, *, changes: Mapping[str, Any] | None = None, note: str = ""
+    store: EventStore, ident: str, decision: Decision, *, changes: Mapping[str, Any] | None = None, note: str = "",
+    actor: str | None = None,
 ) -> StoredEvent:
-    """Answer a request as the store's actor. A revision must be one valid change of the
-    harness the request is about (checked as `evotrainer propose` checks one); nothing is
-    written when it is not, or when the request was answered already."""
+    """Answer a request as `actor` (default: the store's). A revision must be one valid
+    change of the harness the request is about (checked as `evotrainer propose` checks
+    one); nothing is written when it is not, or when the request was answered already."""
     asked, answer = find_request(store, ident)
     if answer is not None:
         raise UsageError(f"request {ident} was {answer.payload['decision']} already, by {answer.actor} "
@@ -114,7 +115,7 @@ def record_decision(
         raise UsageError("--set goes with `evotrainer revise` only")
     recorded = DecisionRecorded(request_id=ident, decision=decision, changes=dict(changes or {}), note=note)
     main = BranchRef(asked.experiment, DECISIONS_BRANCH)
-    answered = NewEvent.of(recorded, idempotency_key=f"decision:{ident}", causation_id=asked.event_id)
+    answered = NewEvent.of(recorded, idempotency_key=f"decision:{ident}", causation_id=asked.event_id, actor=actor)
     return store.append(main, [answered])[0]
 
 
