@@ -1,5 +1,6 @@
 """Human gates on the real store: the loop stops at a request (exit 4 from `evotrainer run`),
-`evotrainer approve|revise|abort` record the answer, and the loop resumes from it.
+`evotrainer approve|revise|abort` (the client's methods of those names) record the answer,
+and the loop resumes from it.
 
 To reach a gate without training first, each test holds the start's continuation (a branch
 of that name that is no candidate), so round 1 goes straight to a change: the rules'
@@ -8,16 +9,19 @@ after the gate stops the run right after the fork."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from evotrainer.errors import UsageError
+import evotrainer
+from evotrainer.errors import NotFoundError, UsageError
+from evotrainer.events import DecisionRequested
 from evotrainer.evolve import fork_for_intervention
 from evotrainer.evolve.controller import _last_verdict_inconclusive, _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
-from evotrainer.evolve.gates import DecisionPending, pending, record_decision
+from evotrainer.evolve.gates import DecisionPending, decision_for, describe, pending, record_decision, request_id
 from evotrainer.evolve.promotion import gate_decisions, incumbent_of, newest_policy, reject_unrunnable
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
@@ -118,6 +122,59 @@ def test_a_gated_run_stops_with_exit_4_is_approved_from_the_cli_and_finishes(
     assert [e.type for e in decided] == ["DecisionRecorded", "PromotionDecided"]
     assert decided[0].actor == "alice" and decided[0].payload["note"] == "one step size first"
     assert decided[1].payload["candidate"].startswith("gated/learning-rate-raise-")
+
+
+def test_the_client_lists_and_answers_requests_validating_before_it_writes(
+    store: EventStore, database_url: str
+) -> None:
+    """pending/approve/revise/abort of `evotrainer.connect()`, on requests recorded as the
+    loop records them (no training needed): typed errors that write nothing, then one
+    answer per request, each by its actor."""
+    store.create_experiment("gated", {})
+    change = {"field": "grpo.learning_rate", "value": 0.002, "proposer": "builtin"}
+    asked = [DecisionRequested(request_id=request_id("gated", subject), subject=subject, branch="gated/main",
+                               why="autonomy approve-interventions", proposal=change if subject != "promotion" else None)
+             for subject in ("intervention", "proposal", "promotion")]  # fmt: skip
+    for request in asked:
+        with pytest.raises(DecisionPending):
+            decision_for(store, request)
+    ids = [r.request_id for r in asked]
+
+    with evotrainer.connect(database_url, actor="bob") as db:
+        table = db.pending("gated")
+        assert table.column("request_id") == ids and db.pending().column("request_id") == ids
+        assert table[0].waits_for == describe(asked[0]) and table[0].proposal == change
+        assert list(table.to_pandas()["subject"]) == ["intervention", "proposal", "promotion"]
+        head = store.head(MAIN)
+        for call, error, message in (
+            (lambda: db.pending("nope"), NotFoundError, "no experiment nope"),
+            (lambda: db.approve("d-nope"), NotFoundError, "no decision request d-nope"),
+            (lambda: db.revise(ids[0], " ", 1), UsageError, "revise needs the change"),
+            (lambda: db.revise(ids[0], "promotion.min_margin", 0), UsageError, "not a proposer's to change"),
+            (lambda: db.revise(ids[0], "grpo.learning_rate", 7), UsageError, "learning_rate"),
+            (lambda: db.revise(ids[2], "grpo.temperature", 1.2), UsageError, "a promotion is approved or aborted"),
+        ):  # fmt: skip
+            with pytest.raises(error, match=message):
+                call()
+        assert store.head(MAIN) == head
+
+        approved = db.approve(ids[0], note=" backtest looks right ")
+        revised = db.revise(ids[1], "grpo.temperature", 1.2, note="hotter, not faster", actor="alice")
+        aborted = db.abort(ids[2])
+        with pytest.raises(UsageError, match="was approved already, by bob"):
+            db.abort(ids[0])
+        assert len(db.pending("gated")) == 0
+
+    assert (approved.decision, approved.actor, approved.note, approved.changes) == ("approved", "bob",
+                                                                                    "backtest looks right", {})
+    assert approved.request == describe(asked[0]) and approved.recorded_at == f"gated/main@{head[0] + 1}"
+    assert (revised.actor, revised.changes) == ("alice", {"grpo.temperature": 1.2})
+    assert aborted.decision == "aborted" and aborted.recorded_at == f"gated/main@{head[0] + 3}"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        approved.note = "changed"  # type: ignore[misc]
+    answers = [e for e in store.read_branch(MAIN) if e.type == "DecisionRecorded"]
+    assert [(e.payload["request_id"], e.actor) for e in answers] == list(zip(ids, ["bob", "alice", "bob"],
+                                                                             strict=True))  # fmt: skip
 
 
 def test_revise_runs_the_persons_change_instead_without_asking_again(store: EventStore) -> None:
