@@ -1,7 +1,8 @@
 """`evotrainer mcp` driven by the official MCP client over stdio, as an agent would: the
 real server process on the test database, through a whole cycle (train, evaluate,
-diagnose, propose, backtest, fork, train, evaluate, diagnose, promote), every write
-recorded as mcp:<client name>, and bad input answered with a tool error that writes nothing."""
+diagnose, propose, backtest, fork, train, evaluate, diagnose, promote), a human gate's
+request approved by the agent, every write recorded as mcp:<client name>, and bad input
+answered with a tool error that writes nothing."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import CallToolResult, Implementation
 
+from evotrainer.events import DecisionRequested
+from evotrainer.evolve.gates import DecisionPending, decision_for, request_id
 from evotrainer.harness import HarnessSpec
 from evotrainer.harness.versions import versioned_event
 from evotrainer.refs import BranchRef
@@ -50,7 +53,7 @@ def server(database_url: str, home: Path) -> StdioServerParameters:
                                  env=env, cwd=str(ROOT))  # fmt: skip
 
 
-async def cycle(params: StdioServerParameters, store: EventStore) -> dict[str, Any]:
+async def cycle(params: StdioServerParameters, store: EventStore, gate: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     async with stdio_client(params) as (read, write), ClientSession(
         read, write, client_info=Implementation(name="test-agent", version="1")
@@ -58,7 +61,8 @@ async def cycle(params: StdioServerParameters, store: EventStore) -> dict[str, A
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
         assert {"list_experiments", "lineage", "sql", "diagnose", "propose", "backtest", "fork", "train",
-                "evaluate", "promote", "audit", "replay", "harness", "harness_diff", "skills_list"} <= tools
+                "evaluate", "promote", "audit", "replay", "harness", "harness_diff", "skills_list", "pending",
+                "approve", "revise", "abort"} <= tools
         assert [e["experiment"] for e in data(await session.call_tool("list_experiments", {}))] == ["mcp"]
 
         # Bad input: one line back, nothing written.
@@ -68,7 +72,13 @@ async def cycle(params: StdioServerParameters, store: EventStore) -> dict[str, A
             "ref": "mcp/main", "field": "grpo.no_such", "value": 1, "hypothesis": "if X then Y because Z"}))
         seen["write in sql"] = error(await session.call_tool("sql", {"query": "DELETE FROM events"}))
         seen["missing argument"] = error(await session.call_tool("fork", {"source": "mcp/main"}))
+        seen["no request"] = error(await session.call_tool("approve", {"request_id": "d-nope"}))
         assert store.head(BranchRef("mcp", "main")) == head
+
+        # The human gate, answered by the agent.
+        assert [w["request_id"] for w in data(await session.call_tool("pending", {}))] == [gate]
+        seen["approved"] = data(await session.call_tool("approve", {"request_id": gate, "note": "the agent agrees"}))
+        assert data(await session.call_tool("pending", {"experiment": "mcp"})) == []
 
         trained = data(await session.call_tool("train", {"ref": "mcp/main"}))
         assert trained["ran_here"] and trained["failure"] is None
@@ -108,14 +118,24 @@ async def cycle(params: StdioServerParameters, store: EventStore) -> dict[str, A
 def test_an_agent_drives_a_whole_cycle_over_stdio(database_url: str, store: EventStore, tmp_path: Path) -> None:
     store.create_experiment("mcp", {"domain": "math", "config": {"domain": "math:digit_add"}})
     store.append(BranchRef("mcp", "main"), [versioned_event(HarnessSpec.parse(SMALL))])
+    gate = DecisionRequested(request_id=request_id("mcp", "test"), subject="intervention", branch="mcp/main",
+                             why="autonomy approve-interventions",
+                             proposal={"field": "grpo.learning_rate", "value": 0.002})  # fmt: skip
+    with pytest.raises(DecisionPending):
+        decision_for(store, gate)  # as the loop asks: seq 3 on mcp/main
 
     params = server(database_url, tmp_path / "home")
-    seen = asyncio.run(asyncio.wait_for(cycle(params, store), timeout=240))
+    seen = asyncio.run(asyncio.wait_for(cycle(params, store, gate.request_id), timeout=240))
 
     assert "no branch mcp/nope" in seen["no branch"]
     assert "grpo.no_such" in seen["bad field"]
     assert "refused" in seen["write in sql"]
     assert "new_branch" in seen["missing argument"]
+    assert "no decision request d-nope" in seen["no request"]
+    approved = seen["approved"]
+    assert (approved["decision"], approved["actor"], approved["note"]) == ("approved", "mcp:test-agent",
+                                                                           "the agent agrees")  # fmt: skip
+    assert approved["recorded_at"] == "mcp/main@4" and "grpo.learning_rate -> 0.002" in approved["request"]
     promotion = seen["promotion"]
     assert promotion["recorded_at"].startswith("mcp/main@") and isinstance(promotion["promoted"], bool)
     # The gate's first verdict on the candidate is one outcome of its skill, promoted or not.
@@ -128,8 +148,9 @@ def test_an_agent_drives_a_whole_cycle_over_stdio(database_url: str, store: Even
     assert seen["thresholds"]["diagnostics"]["dead_group_ratio"]["warning"] == 0.3
 
     # Everything after the setup was written by the agent, under its client's name.
-    written = [e for ref in ("main", "drop-dead") for e in store.read_branch(BranchRef("mcp", ref)) if e.seq > 2]
+    written = [e for ref in ("main", "drop-dead") for e in store.read_branch(BranchRef("mcp", ref)) if e.seq > 3]
     assert written and {e.actor for e in written} == {"mcp:test-agent"}
+    assert written[0].type == "DecisionRecorded" and written[0].payload["request_id"] == gate.request_id
     proposed = next(e for e in written if e.type == "InterventionProposed")
     assert proposed.payload["proposer"] == "mcp:test-agent"
 
