@@ -5,6 +5,7 @@ to the model once and then the rules, transport failures retried, and a round as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 
@@ -113,7 +114,7 @@ def test_refused_twice_falls_back_to_the_rules_and_a_resumed_round_asks_nothing(
     assert proposals == context.rules
     assert [e.payload["accepted"] for e in replies(store)] == [False, False]
     # With no fallback the round has nothing to try.
-    fresh = RoundContext(context.incumbent, 1, *list(context.__dict__.values())[2:])
+    fresh = dataclasses.replace(context, round=1)
     with ChatServer([reply("no idea")]) as server:
         assert round_proposals(store, llm(server, fallback=[]), fresh, lambda line: None) == []
 
@@ -142,7 +143,7 @@ def test_an_endpoint_that_never_answers_is_recorded_and_the_rules_take_over(stor
         port = probe.getsockname()[1]
     closed = ProposerConfig.model_validate({"kind": "llm", "base_url": f"http://127.0.0.1:{port}/v1",
                                             "model": "m", "max_retries": 0, "timeout_s": 2.0})  # fmt: skip
-    fresh = RoundContext(context.incumbent, 1, *list(context.__dict__.values())[2:])
+    fresh = dataclasses.replace(context, round=1)
     assert round_proposals(store, closed, fresh, lambda line: None) == context.rules
     assert replies(store)[-1].payload["reason"].startswith("no reply: APIConnectionError")
 
