@@ -267,7 +267,8 @@ class _Run:
             self.store.append(incumbent, [*harness.unrecorded_default(), NewEvent.of(
                 designed.event, idempotency_key=f"intervention:{ident}", causation_id=proposal.reply_id)])  # fmt: skip
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
-            self.say(f"{incumbent}: {proposal.proposer} proposed {ident} ({change}, for {proposal.trigger})")
+            by = "" if proposal.proposer == "builtin" else f", by {proposal.proposer}"
+            self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger}{by})")
             evidence = seen_on if not any(e.type == "RolloutsRecorded" for e in history) else None
             if not self._survives_backtest(incumbent, designed.event, evidence):
                 continue
