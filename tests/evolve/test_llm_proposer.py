@@ -12,6 +12,7 @@ import socket
 import pytest
 
 from evotrainer.domains import get_domain
+from evotrainer.errors import UsageError
 from evotrainer.evolve.controller import _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.evolve.promotion import newest_policy
@@ -50,14 +51,19 @@ def replies(store: EventStore) -> list[StoredEvent]:
     return [e for e in store.read_branch(BranchRef("ask", "main")) if e.type == "ProposerReplied"]
 
 
-def test_a_good_reply_is_recorded_with_its_cost_and_asked_again_is_read_from_the_record(store: EventStore) -> None:
+def test_a_good_reply_is_recorded_with_its_cost_and_asked_again_is_read_from_the_record(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     context = round_context(store)
     lines: list[str] = []
+    monkeypatch.setenv("LLM18_TEST_KEY", "sk-from-the-environment")
     with ChatServer([reply(GOOD)]) as server:
-        proposals = round_proposals(store, llm(server), context, lines.append)
+        keyed = llm(server, api_key_env="LLM18_TEST_KEY")
+        proposals = round_proposals(store, keyed, context, lines.append)
         (recorded,) = replies(store)
-        again = round_proposals(store, llm(server), context, lines.append)  # a resumed run's round
+        again = round_proposals(store, keyed, context, lines.append)  # a resumed run's round
         assert len(server.requests) == 1
+        assert server.requests[0]["authorization"] == "Bearer sk-from-the-environment"
     first = proposals[0]
     assert (first.field, first.value, first.proposer, first.reply_id) == (
         "grpo.temperature", 1.3, "llm:scripted", recorded.event_id)
@@ -146,6 +152,14 @@ def test_an_endpoint_that_never_answers_is_recorded_and_the_rules_take_over(stor
     fresh = dataclasses.replace(context, round=1)
     assert round_proposals(store, closed, fresh, lambda line: None) == context.rules
     assert replies(store)[-1].payload["reason"].startswith("no reply: APIConnectionError")
+
+
+def test_a_key_variable_the_environment_lacks_is_refused_before_anything_is_written(store: EventStore) -> None:
+    config = ExperimentConfig.parse({"name": "keyless", "proposer": {
+        "kind": "llm", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "LLM18_NO_SUCH_KEY"}})
+    with pytest.raises(UsageError, match="api_key_env names LLM18_NO_SUCH_KEY, which is not set"):
+        run_experiment(store, config)
+    assert store.branches() == []
 
 
 TINY = {"grpo": {"max_steps": 2, "num_generations": 4, "prompts_per_step": 2},
