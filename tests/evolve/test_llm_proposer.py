@@ -10,11 +10,14 @@ import json
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evotrainer.domains import get_domain
 from evotrainer.errors import UsageError
 from evotrainer.evolve.controller import _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.llm_proposer import parse_reply
 from evotrainer.evolve.promotion import newest_policy
 from evotrainer.evolve.proposer import builtin_proposals
 from evotrainer.evolve.proposer_config import ProposerConfig
@@ -203,3 +206,28 @@ def test_a_run_trains_the_models_change_and_resumed_after_a_kill_asks_nothing(st
     assert any(e.type == "TrainingCompleted" for e in history if e.branch == candidate.branch)
     decided = [e for e in store.read_branch(main) if e.type == "PromotionDecided"]
     assert [d.payload["candidate"] for d in decided] == [str(candidate)]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=6)  # fmt: skip
+_FIELDS = st.sampled_from(["grpo.temperature", "grpo.beta", "rewards.weights.format", "rewards.weights", "grpo",
+                           "filters.levels", "evaluation.k", "promotion.min_margin", "nope.x", ""]) | st.text(max_size=12)
+_REPLIES = st.text(max_size=120) | st.fixed_dictionaries(
+    {"field": _FIELDS | _JSON, "value": _JSON},
+    optional={"hypothesis": st.text(max_size=20) | _JSON, "criterion": st.text(max_size=20) | _JSON,
+              "rollback": _JSON, "changes": _JSON, "extra": _JSON},
+).map(json.dumps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_REPLIES)
+def test_any_reply_is_judged_never_raised(text: str) -> None:
+    """Whatever a model says, parsing it gives a proposal or a reason (never an exception
+    that would crash the run), and an accepted proposal is one valid single-field change."""
+    context = RoundContext(BranchRef("ask", "main"), 0, DOMAIN, (), HarnessSpec(), [], None, SkillLibrary({}), [])
+    outcome = parse_reply(text, context, "m")
+    assert (outcome.proposal is None) == bool(outcome.reason)
+    if outcome.proposal is not None:
+        changed = HarnessSpec().with_field(outcome.proposal.field, outcome.proposal.value)
+        assert changed != HarnessSpec() and outcome.proposal.field.split(".")[0] in ("rewards", "filters", "grpo")
