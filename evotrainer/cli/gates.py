@@ -46,7 +46,7 @@ def pending_command(
 
 
 def approve_command(
-    ident: str = typer.Argument(..., metavar="ID", help="The request (`evotrainer pending`)."),
+    ident: str = typer.Argument(..., metavar="ID", help="The request id (`evotrainer pending`)."),
     note: str = _NOTE,
     actor: str = _ACTOR,
 ) -> None:
@@ -57,7 +57,7 @@ def approve_command(
 
 
 def revise_command(
-    ident: str = typer.Argument(..., metavar="ID", help="The request (`evotrainer pending`)."),
+    ident: str = typer.Argument(..., metavar="ID", help="The request id (`evotrainer pending`)."),
     set_: list[str] = typer.Option([], "--set", help="FIELD=VALUE to run instead (exactly one; VALUE is JSON)."),
     note: str = _NOTE,
     actor: str = _ACTOR,
@@ -78,7 +78,7 @@ def revise_command(
 
 
 def abort_command(
-    ident: str = typer.Argument(..., metavar="ID", help="The request (`evotrainer pending`)."),
+    ident: str = typer.Argument(..., metavar="ID", help="The request id (`evotrainer pending`)."),
     note: str = _NOTE,
     actor: str = _ACTOR,
 ) -> None:

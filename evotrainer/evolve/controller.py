@@ -16,6 +16,11 @@ beyond noise is not kept. It stops after `iterations` candidates, when the next 
 overrun `budget_steps` (every candidate's steps count, rejected ones included), or when
 nothing is left to propose.
 
+Who proposes the changes is the experiment's `[proposer]` (proposing.py: the rule engine, an
+LLM, a person or an agent, each reply recorded before it is acted on), and where a person
+decides is its autonomy (gates.py: the loop stops with DecisionPending, exit 4 on the
+command line, and resumes from the recorded answer).
+
 It holds no state of its own. Each step looks in the log for its result before doing
 anything; task ids and idempotency keys are derived from what they act on; a candidate
 that a killed controller left half-done is finished before anything new starts, and
@@ -31,7 +36,7 @@ from typing import Any
 from evotrainer.backtest.replay import NotBacktestableError, backtest_kind
 from evotrainer.domains import get_domain
 from evotrainer.errors import AlreadyExistsError, UsageError
-from evotrainer.events import DecisionRequested, InterventionProposed
+from evotrainer.events import InterventionProposed
 from evotrainer.evolve.execute import (
     backtest_failures,
     check_backtest,
@@ -41,7 +46,7 @@ from evotrainer.evolve.execute import (
     is_second_look,
 )
 from evotrainer.evolve.experiment_config import ExperimentConfig
-from evotrainer.evolve.gates import decision_for, request_id
+from evotrainer.evolve.gates import intervention_answer, needs_approval, promotion_answer, vetoed
 from evotrainer.evolve.promotion import (
     DECISIONS_BRANCH,
     decide_promotion,
@@ -122,6 +127,8 @@ class _Run:
     def __init__(self, store: EventStore, config: ExperimentConfig, say: Say) -> None:
         self.store, self.config, self.say = store, config, say
         self.domain = get_domain(config.domain)  # an unknown domain is refused before anything is written
+        if "llm" in (config.proposer.kind, *config.proposer.fallback):
+            config.proposer.api_key()  # so is a key variable the file names and the environment lacks
 
     def start(self) -> BranchRef:
         """The experiment and its starting harness on main (recorded once)."""
@@ -270,12 +277,16 @@ class _Run:
             self.store.append(incumbent, [*harness.unrecorded_default(), NewEvent.of(
                 designed.event, idempotency_key=f"intervention:{ident}", causation_id=proposal.reply_id)])  # fmt: skip
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
-            self.say(f"{incumbent}: {proposal.proposer} proposed {ident} ({change}, for {proposal.trigger})")
+            by = "" if proposal.proposer == "builtin" else f", by {proposal.proposer}"
+            self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger}{by})")
             evidence = seen_on if not any(e.type == "RolloutsRecorded" for e in history) else None
             if not self._survives_backtest(incumbent, designed.event, evidence):
                 continue
-            if self._needs_approval(proposal, decisions):
-                answer = self._approval(incumbent, designed.event, decisions)
+            if needs_approval(self.config.proposer, proposal.proposer, _rejected_in_a_row(decisions)):
+                figures = next((e.payload.get("figures") for e in reversed(self._history(incumbent))
+                                if e.type == "BacktestCompleted" and e.payload["intervention_id"] == ident), None)
+                answer = intervention_answer(self.store, self.config.proposer, incumbent, designed.event,
+                                             _rejected_in_a_row(decisions), figures)  # fmt: skip
                 if answer.payload["decision"] != "approved":
                     revised = answered_proposal(answer, None, "human", diagnosed)
                     self.say(f"{incumbent}: {ident} {answer.payload['decision']} by {answer.actor}")
@@ -288,37 +299,6 @@ class _Run:
             return self._continue(incumbent, continuation)
         self.say(f"nothing left to propose for {incumbent}: stopping after {len(candidates)} candidate versions")
         return None
-
-    def _needs_approval(self, proposal: Proposal, decisions: list[StoredEvent]) -> bool:
-        """Whether a person must approve this intervention before it runs: always under
-        `approve-interventions`, and under `escalate-after-N` once N versions in a row were
-        rejected (METHOD.md: after repeated failures, human-gated mode). A change a person
-        chose goes to no gate again."""
-        if proposal.proposer in ("human", "agent"):
-            return False
-        proposer = self.config.proposer
-        escalate = proposer.escalate_after
-        return proposer.autonomy == "approve-interventions" or (
-            escalate is not None and _rejected_in_a_row(decisions) >= escalate)  # fmt: skip
-
-    def _approval(
-        self, incumbent: BranchRef, proposed: InterventionProposed, decisions: list[StoredEvent]
-    ) -> StoredEvent:
-        """The recorded answer about running `proposed`; DecisionPending until there is one."""
-        autonomy = self.config.proposer.autonomy
-        streak = f"{_rejected_in_a_row(decisions)} versions in a row were rejected"
-        why = f"autonomy {autonomy}: " + ("every intervention waits" if autonomy == "approve-interventions" else streak)
-        backtests = [e.payload for e in self._history(incumbent) if e.type == "BacktestCompleted"
-                     and e.payload["intervention_id"] == proposed.intervention_id]  # fmt: skip
-        request = DecisionRequested(
-            request_id=request_id(self.config.name, f"intervention:{incumbent}:{proposed.intervention_id}"),
-            subject="intervention", branch=str(incumbent), why=why,
-            proposal={"field": proposed.field, "value": proposed.new_value, "hypothesis": proposed.hypothesis,
-                      "intervention_id": proposed.intervention_id, "proposer": proposed.proposer},
-            details={"old_value": proposed.old_value, "criterion": proposed.success_criterion,
-                     "backtest": backtests[-1].get("figures", {}) if backtests else None},
-        )  # fmt: skip
-        return decision_for(self.store, request)
 
     def _exploit_now(self, incumbent: BranchRef, spent: int, chunk: int, decisions: list[StoredEvent]) -> bool:
         """Whether more of the best so far's own recipe should come before any change but a
@@ -414,30 +394,14 @@ class _Run:
 
     def _promote(self, candidate: BranchRef) -> StoredEvent:
         """Record the gate's verdict; under `approve-promotions` a promotion waits for a
-        person, who may veto it (abort: recorded as the gate's rejection, with who and why)."""
-        if self.config.proposer.autonomy != "approve-promotions":
-            return record_promotion(self.store, candidate)[1]
-        decision = decide_promotion(self.store, candidate)
-        if not decision.promoted:
-            return record_promotion(self.store, candidate)[1]
-        d = decision.decided
-        request = DecisionRequested(
-            request_id=request_id(self.config.name, f"promotion:{candidate}"), subject="promotion",
-            branch=str(candidate), why="autonomy approve-promotions: the gate would promote it",
-            details={"reason": d.reason, "candidate_score": d.candidate_score, "baseline_score": d.baseline_score,
-                     "margin": d.margin, "incumbent": str(decision.incumbent)},
-        )  # fmt: skip
-        answer = decision_for(self.store, request)
-        if answer.payload["decision"] == "approved":
-            return record_promotion(self.store, candidate)[1]
-        note = answer.payload["note"]
-        vetoed = d.model_copy(update={
-            "decision": "rejected", "evidence": {**d.evidence, "veto": {"by": answer.actor, "note": note}},
-            "reason": f"rejected: the gate would promote it, {answer.actor} aborted it{f' ({note})' if note else ''}",
-        })  # fmt: skip
-        # The gate's own key: the verdict counts as the gate's (promotion.judged_by_the_gate).
-        return self.store.append(decision.record_on, [NewEvent.of(
-            vetoed, idempotency_key=decision.idempotency_key, causation_id=answer.event_id)])[0]  # fmt: skip
+        person, whose abort is recorded as the gate's rejection (gates.vetoed)."""
+        if self.config.proposer.autonomy == "approve-promotions":
+            decision = decide_promotion(self.store, candidate)
+            if decision.promoted:
+                answer = promotion_answer(self.store, candidate, decision)
+                if answer.payload["decision"] != "approved":
+                    return self.store.append(decision.record_on, [vetoed(decision, answer)])[0]
+        return record_promotion(self.store, candidate)[1]
 
     def _baseline_under_candidates_protocol(self, candidate: BranchRef) -> None:
         """A candidate that changed the evaluation protocol (more samples, more problems) is
@@ -556,7 +520,7 @@ def _last_verdict_inconclusive(decisions: list[StoredEvent]) -> bool:
         return False
     last = decisions[-1].payload
     if last.get("evidence", {}).get("veto"):
-        return False  # a person's veto is no want of power
+        return False  # a person's veto is no want of power (gates.vetoed)
     paired = last.get("evidence", {}).get("per_problem") or {}
     interval = paired.get("interval")
     return bool(interval and not last.get("blocking_findings") and (last.get("margin") or 0) > 0

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from evotrainer.errors import EvotrainerError, NotFoundError, UsageError
-from evotrainer.events import DecisionRecorded, DecisionRequested
-from evotrainer.evolve.promotion import DECISIONS_BRANCH
+from evotrainer.events import DecisionRecorded, DecisionRequested, InterventionProposed
+from evotrainer.evolve.promotion import DECISIONS_BRANCH, PromotionDecision
+from evotrainer.evolve.proposer_config import ProposerConfig
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, NewEvent, StoredEvent
 
@@ -73,6 +74,60 @@ def decision_for(store: EventStore, request: DecisionRequested) -> StoredEvent:
             return event
     store.append(main, [NewEvent.of(request, idempotency_key=f"decision-request:{request.request_id}")])
     raise DecisionPending(request)
+
+
+def needs_approval(config: ProposerConfig, proposed_by: str, rejected_in_a_row: int) -> bool:
+    """Whether a person must approve an intervention before it runs: always under
+    `approve-interventions`, and under `escalate-after-N` once N versions in a row were
+    rejected (METHOD.md: after repeated failures, human-gated mode). A change a person (or
+    an agent) chose goes to no gate again."""
+    if proposed_by in ("human", "agent"):
+        return False
+    escalate = config.escalate_after
+    return config.autonomy == "approve-interventions" or (escalate is not None and rejected_in_a_row >= escalate)
+
+
+def intervention_answer(
+    store: EventStore, config: ProposerConfig, incumbent: BranchRef, proposed: InterventionProposed,
+    rejected_in_a_row: int, backtest: dict[str, Any] | None,
+) -> StoredEvent:
+    """The recorded answer about forking and training `proposed`; DecisionPending until
+    there is one. The request shows the change, its criterion and its backtest's figures."""
+    why = f"autonomy {config.autonomy}: " + ("every intervention waits" if config.autonomy == "approve-interventions"
+                                              else f"{rejected_in_a_row} versions in a row were rejected")  # fmt: skip
+    request = DecisionRequested(
+        request_id=request_id(incumbent.experiment, f"intervention:{incumbent}:{proposed.intervention_id}"),
+        subject="intervention", branch=str(incumbent), why=why,
+        proposal={"field": proposed.field, "value": proposed.new_value, "hypothesis": proposed.hypothesis,
+                  "intervention_id": proposed.intervention_id, "proposer": proposed.proposer},
+        details={"old_value": proposed.old_value, "criterion": proposed.success_criterion, "backtest": backtest},
+    )  # fmt: skip
+    return decision_for(store, request)
+
+
+def promotion_answer(store: EventStore, candidate: BranchRef, decision: PromotionDecision) -> StoredEvent:
+    """The recorded answer about a promotion the gate decided; DecisionPending until there is one."""
+    d = decision.decided
+    request = DecisionRequested(
+        request_id=request_id(candidate.experiment, f"promotion:{candidate}"), subject="promotion",
+        branch=str(candidate), why="autonomy approve-promotions: the gate would promote it",
+        details={"reason": d.reason, "candidate_score": d.candidate_score, "baseline_score": d.baseline_score,
+                 "margin": d.margin, "incumbent": str(decision.incumbent)},
+    )  # fmt: skip
+    return decision_for(store, request)
+
+
+def vetoed(decision: PromotionDecision, answer: StoredEvent) -> NewEvent:
+    """A promotion a person aborted, as the gate's rejection: under the key the gate derives
+    from its evidence (so promotion.judged_by_the_gate counts it), naming who and why, with
+    no skill outcome (a veto says nothing of what the change did)."""
+    note = answer.payload["note"]
+    d = decision.decided
+    rejected = d.model_copy(update={
+        "decision": "rejected", "evidence": {**d.evidence, "veto": {"by": answer.actor, "note": note}},
+        "reason": f"rejected: the gate would promote it, {answer.actor} aborted it{f' ({note})' if note else ''}",
+    })  # fmt: skip
+    return NewEvent.of(rejected, idempotency_key=decision.idempotency_key, causation_id=answer.event_id)
 
 
 def pending(store: EventStore, experiment: str | None = None) -> list[StoredEvent]:

@@ -49,7 +49,7 @@ class ChatServer:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server._lock:
-                    server.requests.append({"path": self.path, **body})
+                    server.requests.append({"path": self.path, "authorization": self.headers["Authorization"], **body})
                     step = server.script[min(len(server.requests), len(server.script)) - 1]
                 time.sleep(step.delay_s)
                 if step.status != 200:

@@ -119,6 +119,10 @@ def test_a_changed_starting_harness_is_refused_by_name(store: EventStore) -> Non
     ("name = 'x'\niterations = true\n", "iterations: Input should be a valid integer"),
     ("name = 'x'\n[harness.grpo]\nmax_completion_length = 1\n[harness.filters]\nmask_truncated_completions = true\n",
      "mask_truncated_completions"),
+    ("name = 'x'\n[proposer]\nkind = 'oracle'\n", "proposer.kind: Input should be 'rules', 'llm', 'human' or 'agent'"),
+    ("name = 'x'\n[proposer]\nautonomy = 'escalate-after-0'\n", "escalate-after-N (N a positive whole number)"),
+    ("name = 'x'\n[proposer]\nkind = 'llm'\n", "an llm proposer needs base_url and model"),
+    ("name = 'x'\n[proposer]\nkind = 'human'\nfallback = ['rules', 'rules']\n", "repeats a kind"),
 ])  # fmt: skip
 def test_a_bad_experiment_file_is_one_line_and_writes_nothing(
     cli_env: dict[str, str], tmp_path: Path, text: str, message: str

@@ -5,14 +5,19 @@ to the model once and then the rules, transport failures retried, and a round as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evotrainer.domains import get_domain
+from evotrainer.errors import UsageError
 from evotrainer.evolve.controller import _Run, run_experiment
 from evotrainer.evolve.experiment_config import ExperimentConfig
+from evotrainer.evolve.llm_proposer import parse_reply
 from evotrainer.evolve.promotion import newest_policy
 from evotrainer.evolve.proposer import builtin_proposals
 from evotrainer.evolve.proposer_config import ProposerConfig
@@ -49,14 +54,19 @@ def replies(store: EventStore) -> list[StoredEvent]:
     return [e for e in store.read_branch(BranchRef("ask", "main")) if e.type == "ProposerReplied"]
 
 
-def test_a_good_reply_is_recorded_with_its_cost_and_asked_again_is_read_from_the_record(store: EventStore) -> None:
+def test_a_good_reply_is_recorded_with_its_cost_and_asked_again_is_read_from_the_record(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     context = round_context(store)
     lines: list[str] = []
+    monkeypatch.setenv("LLM18_TEST_KEY", "sk-from-the-environment")
     with ChatServer([reply(GOOD)]) as server:
-        proposals = round_proposals(store, llm(server), context, lines.append)
+        keyed = llm(server, api_key_env="LLM18_TEST_KEY")
+        proposals = round_proposals(store, keyed, context, lines.append)
         (recorded,) = replies(store)
-        again = round_proposals(store, llm(server), context, lines.append)  # a resumed run's round
+        again = round_proposals(store, keyed, context, lines.append)  # a resumed run's round
         assert len(server.requests) == 1
+        assert server.requests[0]["authorization"] == "Bearer sk-from-the-environment"
     first = proposals[0]
     assert (first.field, first.value, first.proposer, first.reply_id) == (
         "grpo.temperature", 1.3, "llm:scripted", recorded.event_id)
@@ -113,7 +123,7 @@ def test_refused_twice_falls_back_to_the_rules_and_a_resumed_round_asks_nothing(
     assert proposals == context.rules
     assert [e.payload["accepted"] for e in replies(store)] == [False, False]
     # With no fallback the round has nothing to try.
-    fresh = RoundContext(context.incumbent, 1, *list(context.__dict__.values())[2:])
+    fresh = dataclasses.replace(context, round=1)
     with ChatServer([reply("no idea")]) as server:
         assert round_proposals(store, llm(server, fallback=[]), fresh, lambda line: None) == []
 
@@ -142,9 +152,17 @@ def test_an_endpoint_that_never_answers_is_recorded_and_the_rules_take_over(stor
         port = probe.getsockname()[1]
     closed = ProposerConfig.model_validate({"kind": "llm", "base_url": f"http://127.0.0.1:{port}/v1",
                                             "model": "m", "max_retries": 0, "timeout_s": 2.0})  # fmt: skip
-    fresh = RoundContext(context.incumbent, 1, *list(context.__dict__.values())[2:])
+    fresh = dataclasses.replace(context, round=1)
     assert round_proposals(store, closed, fresh, lambda line: None) == context.rules
     assert replies(store)[-1].payload["reason"].startswith("no reply: APIConnectionError")
+
+
+def test_a_key_variable_the_environment_lacks_is_refused_before_anything_is_written(store: EventStore) -> None:
+    config = ExperimentConfig.parse({"name": "keyless", "proposer": {
+        "kind": "llm", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "LLM18_NO_SUCH_KEY"}})
+    with pytest.raises(UsageError, match="api_key_env names LLM18_NO_SUCH_KEY, which is not set"):
+        run_experiment(store, config)
+    assert store.branches() == []
 
 
 TINY = {"grpo": {"max_steps": 2, "num_generations": 4, "prompts_per_step": 2},
@@ -188,3 +206,28 @@ def test_a_run_trains_the_models_change_and_resumed_after_a_kill_asks_nothing(st
     assert any(e.type == "TrainingCompleted" for e in history if e.branch == candidate.branch)
     decided = [e for e in store.read_branch(main) if e.type == "PromotionDecided"]
     assert [d.payload["candidate"] for d in decided] == [str(candidate)]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=6)  # fmt: skip
+_FIELDS = st.sampled_from(["grpo.temperature", "grpo.beta", "rewards.weights.format", "rewards.weights", "grpo",
+                           "filters.levels", "evaluation.k", "promotion.min_margin", "nope.x", ""]) | st.text(max_size=12)
+_REPLIES = st.text(max_size=120) | st.fixed_dictionaries(
+    {"field": _FIELDS | _JSON, "value": _JSON},
+    optional={"hypothesis": st.text(max_size=20) | _JSON, "criterion": st.text(max_size=20) | _JSON,
+              "rollback": _JSON, "changes": _JSON, "extra": _JSON},
+).map(json.dumps)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_REPLIES)
+def test_any_reply_is_judged_never_raised(text: str) -> None:
+    """Whatever a model says, parsing it gives a proposal or a reason (never an exception
+    that would crash the run), and an accepted proposal is one valid single-field change."""
+    context = RoundContext(BranchRef("ask", "main"), 0, DOMAIN, (), HarnessSpec(), [], None, SkillLibrary({}), [])
+    outcome = parse_reply(text, context, "m")
+    assert (outcome.proposal is None) == bool(outcome.reason)
+    if outcome.proposal is not None:
+        changed = HarnessSpec().with_field(outcome.proposal.field, outcome.proposal.value)
+        assert changed != HarnessSpec() and outcome.proposal.field.split(".")[0] in ("rewards", "filters", "grpo")
