@@ -29,6 +29,7 @@ import pytest
 
 from evotrainer.artifacts import ArtifactStore, open_store
 from evotrainer.artifacts.references import referenced_artifacts
+from evotrainer.fleet.replay import first_difference
 from evotrainer.store import EventStore, StoredEvent
 from tests.conftest import IN_CI, create_database, drop_database, url_for
 from tests.fleet.conftest import REDIS_URL, ROOT, purge, require_broker
@@ -36,8 +37,9 @@ from tests.fleet.hosts import Network, netns_available
 from tests.s3server import s3_server
 
 LONG = os.environ.get("EVOTRAINER_HOSTS_LONG") == "1"
-VOLATILE = frozenset({"wall_seconds", "cpu_seconds", "gpu_seconds", "environment", "worker"})
-"""What may differ between two runs of the same work: time taken, where it ran."""
+VOLATILE = frozenset({"wall_seconds", "cpu_seconds", "gpu_seconds", "environment", "worker", "fork_hash"})
+"""What may differ between two runs of the same work: time taken, where it ran, and the
+hash chain (each event's hash covers when it was recorded and by whom)."""
 
 
 def _seed_cache(local: ArtifactStore, remote: ArtifactStore) -> list[str]:
@@ -128,7 +130,7 @@ def test_a_run_on_workers_in_other_namespaces_equals_one_in_process(
     logs = tmp_path / "logs"
     logs.mkdir()
     prefix = f"evotest-{uuid.uuid4().hex[:10]}-"
-    with Network(tmp_path / "hosts") as net, s3_server(host=net.gateway, log=logs / "s3.log") as s3:
+    with Network(tmp_path / "net") as net, s3_server(host=net.gateway, log=logs / "s3.log") as s3:
         db_address = net.relay(5432)
         redis_address = net.relay(6379)
         store = open_store(s3.url("fleet"))
@@ -159,10 +161,18 @@ def test_a_run_on_workers_in_other_namespaces_equals_one_in_process(
         finally:
             net.close()
             purge(REDIS_URL, prefix)
-        assert not any((tmp_path / "hosts").glob("*")), "a host's private files leaked into the shared filesystem"
+        # Each host wrote only to its own disk: the shared mount point stayed empty, and
+        # each worker that ran a task kept its own checkpoint cache.
+        assert not any((tmp_path / "net" / "own").iterdir())
+        caches = sorted(h.name for h in hosts.values() if (h.files / "home" / "cache" / "checkouts").is_dir())
+        assert caches and set(caches) <= {"worker-a", "worker-b"}, caches
 
         # The same lineage, event for event, as the run in one process.
-        assert _lineage(fleet_db) == _lineage(local_db)
+        fleet_lineage, local_lineage = _lineage(fleet_db), _lineage(local_db)
+        assert [e[:4] for e in fleet_lineage] == [e[:4] for e in local_lineage]
+        differences = [f"{b}@{seq} {t}: {first_difference(x, y)}" for (_, b, seq, t, x), (*_, y)
+                       in zip(local_lineage, fleet_lineage, strict=True) if x != y]  # fmt: skip
+        assert differences == []
         assert _printed(output) == _printed(local.stdout)
         # Every task ran on the workers' hosts, and each artifact the events name is in the
         # bucket under its hash (audit above re-hashed them), the same ones as in one process.
