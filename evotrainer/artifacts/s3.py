@@ -74,6 +74,14 @@ class S3Backend(FsspecBackend):
         self.root = url[len("s3://") :].strip("/")
         self.location = url
 
+    def exists(self, rel: str) -> bool:
+        # Only "no such key" is absence: fsspec's isfile would say False for a server that
+        # cannot be reached too, and audit would report every artifact missing.
+        try:
+            return bool(self.fs.info(self._path(rel))["type"] == "file")
+        except FileNotFoundError:
+            return False
+
     def write_atomic(self, rel: str, chunks: Iterable[bytes]) -> None:
         expected = address_of(rel)
         digest = hashlib.sha256()
