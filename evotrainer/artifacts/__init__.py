@@ -10,6 +10,7 @@ from evotrainer.artifacts.errors import (
     ArtifactCorruptError,
     ArtifactError,
     ArtifactMissingError,
+    ArtifactStoreUnreachableError,
     InvalidArtifactIdError,
 )
 from evotrainer.artifacts.store import ArtifactInfo, ArtifactStore, is_artifact_id, open_store
@@ -20,6 +21,7 @@ __all__ = [
     "ArtifactInfo",
     "ArtifactMissingError",
     "ArtifactStore",
+    "ArtifactStoreUnreachableError",
     "InvalidArtifactIdError",
     "is_artifact_id",
     "open_store",

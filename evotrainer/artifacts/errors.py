@@ -44,3 +44,12 @@ class InvalidArtifactIdError(ArtifactError, UsageError):
 
     def __init__(self, sha256: str) -> None:
         super().__init__(sha256, f"{sha256!r} is not an artifact id (expected 64 lowercase hex characters)")
+
+
+class ArtifactStoreUnreachableError(EvotrainerError):
+    """The artifact store's server could not be reached (a remote store: S3, ...); nothing
+    is known about the artifact, so it is neither missing nor corrupt."""
+
+    def __init__(self, location: str, reason: object) -> None:
+        super().__init__(f"the artifact store {location} cannot be reached: {reason}")
+        self.location = location

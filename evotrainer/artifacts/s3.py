@@ -28,10 +28,11 @@ import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from evotrainer.artifacts.backends import FsspecBackend
-from evotrainer.artifacts.errors import ArtifactCorruptError
+from evotrainer.artifacts.errors import ArtifactCorruptError, ArtifactStoreUnreachableError
 
 PART_BYTES = 64 << 20
 """Objects up to this size go in one PUT; larger ones in multipart uploads of this size
@@ -74,6 +75,25 @@ class S3Backend(FsspecBackend):
         self.root = url[len("s3://") :].strip("/")
         self.location = url
 
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """A server that cannot be reached (after s3fs's retries) is one clear error."""
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            yield
+        except BotoCoreError as exc:
+            raise ArtifactStoreUnreachableError(self.location, exc) from exc
+
+    def exists(self, rel: str) -> bool:
+        # Only "no such key" is absence: fsspec's isfile would say False for a server that
+        # cannot be reached too, and audit would report every artifact missing.
+        try:
+            with self._reaching():
+                return bool(self.fs.info(self._path(rel))["type"] == "file")
+        except FileNotFoundError:
+            return False
+
     def write_atomic(self, rel: str, chunks: Iterable[bytes]) -> None:
         expected = address_of(rel)
         digest = hashlib.sha256()
@@ -90,12 +110,14 @@ class S3Backend(FsspecBackend):
         # Up to one part: a single PUT of bytes already in memory (through a file object
         # it would be buffered and copied again, measured 1.7x slower for 50 MB).
         self._check(expected, digest)
-        self.fs.pipe_file(self._path(rel), b"".join(head))
+        with self._reaching():
+            self.fs.pipe_file(self._path(rel), b"".join(head))
 
     def write_hashed(self, rel: str, data: bytes) -> None:
         """One PUT of bytes the caller has just hashed for `rel`: nothing can change between
         the hash and the upload, so they are not hashed a second time."""
-        self.fs.pipe_file(self._path(rel), data)
+        with self._reaching():
+            self.fs.pipe_file(self._path(rel), data)
 
     def _write_multipart(self, rel: str, head: list[bytes], rest: Iterator[bytes], digest: Any,
                          expected: str | None) -> None:
@@ -121,7 +143,8 @@ class S3Backend(FsspecBackend):
             raise ArtifactCorruptError(expected, digest.hexdigest(), self.location)
 
     def open_read(self, rel: str) -> IO[bytes]:
-        return _Prefetched(self.fs, self._path(rel))  # type: ignore[return-value]
+        with self._reaching():
+            return _Prefetched(self.fs, self._path(rel))  # type: ignore[return-value]
 
 
 class _Prefetched(io.RawIOBase):

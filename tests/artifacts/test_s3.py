@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.artifacts import ArtifactCorruptError, ArtifactStore, open_store
+from evotrainer.artifacts import ArtifactCorruptError, ArtifactStore, ArtifactStoreUnreachableError, open_store
 from evotrainer.artifacts.s3 import S3Backend
-from tests.s3server import S3Server, s3_server
+from tests.s3server import S3Server, free_port, s3_server
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -158,3 +158,12 @@ def test_racing_writers_of_one_address_are_harmless(store: ArtifactStore) -> Non
         s3_module.PART_BYTES = old
     assert results == [sha] * 4
     assert store.get(sha) == data and list(store.ids()) == [sha]
+
+
+def test_a_server_that_cannot_be_reached_is_an_error_not_a_missing_artifact(
+    store: ArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    unreachable = open_store(store.location)
+    with pytest.raises(ArtifactStoreUnreachableError, match="cannot be reached"):
+        unreachable.audit([hashlib.sha256(b"x").hexdigest()])

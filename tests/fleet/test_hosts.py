@@ -29,6 +29,7 @@ import pytest
 
 from evotrainer.artifacts import ArtifactStore, open_store
 from evotrainer.artifacts.references import referenced_artifacts
+from evotrainer.fleet.replay import first_difference
 from evotrainer.store import EventStore, StoredEvent
 from tests.conftest import IN_CI, create_database, drop_database, url_for
 from tests.fleet.conftest import REDIS_URL, ROOT, purge, require_broker
@@ -36,8 +37,10 @@ from tests.fleet.hosts import Network, netns_available
 from tests.s3server import s3_server
 
 LONG = os.environ.get("EVOTRAINER_HOSTS_LONG") == "1"
-VOLATILE = frozenset({"wall_seconds", "cpu_seconds", "gpu_seconds", "environment", "worker"})
-"""What may differ between two runs of the same work: time taken, where it ran."""
+VOLATILE = frozenset({"wall_seconds", "cpu_seconds", "gpu_seconds", "duration_s", "environment", "worker",
+                      "fork_hash", "event_id"})  # fmt: skip
+"""What may differ between two runs of the same work: time taken, where it ran, and what
+names events (ids are time-ordered UUIDs; the hash chain covers when and by whom)."""
 
 
 def _seed_cache(local: ArtifactStore, remote: ArtifactStore) -> list[str]:
@@ -128,7 +131,7 @@ def test_a_run_on_workers_in_other_namespaces_equals_one_in_process(
     logs = tmp_path / "logs"
     logs.mkdir()
     prefix = f"evotest-{uuid.uuid4().hex[:10]}-"
-    with Network(tmp_path / "hosts") as net, s3_server(host=net.gateway, log=logs / "s3.log") as s3:
+    with Network(tmp_path / "net") as net, s3_server(host=net.gateway, log=logs / "s3.log") as s3:
         db_address = net.relay(5432)
         redis_address = net.relay(6379)
         store = open_store(s3.url("fleet"))
@@ -156,24 +159,35 @@ def test_a_run_on_workers_in_other_namespaces_equals_one_in_process(
             assert client.returncode == 0, tails
             audited = hosts["client"].start([*python, "audit", "--artifacts"], env, open(logs / "audit.log", "wb"), ROOT)
             assert audited.wait(timeout=300) == 0, (logs / "audit.log").read_text()
+            listed = hosts["client"].start([*python, "tasks"], env, open(logs / "tasks.log", "wb"), ROOT)
+            assert listed.wait(timeout=120) == 0, (logs / "tasks.log").read_text()
+            # Each artifact the events name is in the bucket under its hash, the same ones
+            # as in one process.
+            with EventStore.connect(fleet_db, actor="test") as fleet, EventStore.connect(local_db, actor="test") as one:
+                ids = set(referenced_artifacts(fleet.read_all(limit=100_000)))
+                assert ids == set(referenced_artifacts(one.read_all(limit=100_000))) and ids
+            assert store.audit(sorted(ids)) == dict.fromkeys(sorted(ids), "ok")
         finally:
             net.close()
             purge(REDIS_URL, prefix)
-        assert not any((tmp_path / "hosts").glob("*")), "a host's private files leaked into the shared filesystem"
+        # Each host wrote only to its own disk: the shared mount point stayed empty, and
+        # each worker that ran a task kept its own checkpoint cache.
+        assert not any((tmp_path / "net" / "own").iterdir())
+        caches = sorted(h.name for h in hosts.values() if (h.files / "home" / "cache" / "checkouts").is_dir())
+        assert caches and set(caches) <= {"worker-a", "worker-b"}, caches
 
         # The same lineage, event for event, as the run in one process.
-        assert _lineage(fleet_db) == _lineage(local_db)
+        fleet_lineage, local_lineage = _lineage(fleet_db), _lineage(local_db)
+        assert [e[:4] for e in fleet_lineage] == [e[:4] for e in local_lineage]
+        differences = [f"{b}@{seq} {t}: {first_difference(x, y)}" for (_, b, seq, t, x), (*_, y)
+                       in zip(local_lineage, fleet_lineage, strict=True) if x != y]  # fmt: skip
+        assert differences == []
         assert _printed(output) == _printed(local.stdout)
-        # Every task ran on the workers' hosts, and each artifact the events name is in the
-        # bucket under its hash (audit above re-hashed them), the same ones as in one process.
+        # Every task ran on the workers' hosts.
         with psycopg.connect(fleet_db) as conn:
             workers = {row[0] for row in conn.execute(
                 "SELECT payload->>'worker' FROM events WHERE type = 'TaskCompleted'")}  # fmt: skip
         assert workers and {w.split(":")[0] for w in workers} <= {"worker-a", "worker-b"}, workers
-        with EventStore.connect(fleet_db, actor="test") as fleet, EventStore.connect(local_db, actor="test") as one:
-            ids = set(referenced_artifacts(fleet.read_all(limit=100_000)))
-            assert ids == set(referenced_artifacts(one.read_all(limit=100_000))) and ids
-        assert store.audit(sorted(ids)) == dict.fromkeys(sorted(ids), "ok")
         (tmp_path / "run.out").write_text(output + json.dumps(sorted(workers)))
 
 
