@@ -1,0 +1,26 @@
+"""One short chaos round in CI (tests/fleet/chaos.py; `make chaos` runs more): the loop,
+its controller, a worker in the middle of a training task and the dispatcher SIGKILLed
+and restarted, the controller's connections terminated, and the lineage still the one an
+uninterrupted run records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fleet.chaos import chaos_round, reference_lineage
+
+
+@pytest.mark.slow
+def test_a_loop_killed_at_random_records_the_lineage_of_an_uninterrupted_run(tmp_path: Path) -> None:
+    reference, _ = reference_lineage(tmp_path, tmp_path / "artifacts", "evotest_chaos")
+    assert sum(t == "TrainingCompleted" for events in reference.values() for t, _ in events) == 2
+    lines: list[str] = []
+    outcome = chaos_round(1, "redis", reference, tmp_path, tmp_path / "artifacts", "evotest_chaos", say=lines.append)
+    print("\n".join(lines + outcome.kills))
+    assert outcome.matched, "\n".join(outcome.problems)
+    killed = " ".join(outcome.kills)
+    for what in ("controller (pid", "dispatcher (pid", "worker (pid", "controller connections terminated"):
+        assert what in killed, outcome.kills
+    assert outcome.pickups_s and max(outcome.pickups_s) < 10, outcome.pickups_s
