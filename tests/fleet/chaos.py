@@ -320,12 +320,13 @@ class RoundFailed(Exception):
 
 
 def chaos_round(seed: int, broker: str, reference: dict[str, list[tuple[str, str]]], workdir: Path,
-                artifacts: Path, db_prefix: str, say: Any = print, timeout_s: float = 900) -> Outcome:  # fmt: skip
+                artifacts: Path, db_prefix: str, say: Any = print, timeout_s: float = 900,
+                kills: int = 1) -> Outcome:  # fmt: skip
     """One round: the loop under `Chaos.draw(seed)`, compared with the reference lineage."""
     url = BROKERS[broker]
     require_broker(url)
     trains = sum(t == "TrainingCompleted" for events in reference.values() for t, _ in events)
-    chaos = Chaos.draw(seed, sum(len(v) for v in reference.values()), trains)
+    chaos = Chaos.draw(seed, sum(len(v) for v in reference.values()), trains, kills)
     say(f"round {seed} on {broker}: {chaos.describe()}")
     logs = workdir / f"logs-{seed}-{broker}"
     logs.mkdir(parents=True, exist_ok=True)
@@ -384,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="Seed of the first round (the next ones follow it).")
     parser.add_argument("--broker", choices=["redis", "amqp", "both"], default="both",
                         help="both: the rounds alternate, Redis first.")  # fmt: skip
+    parser.add_argument("--kills", type=int, default=1, help="Kills of each kind per round.")
     parser.add_argument("--db-prefix", default="evochaos", help="Names of the scratch databases (dropped after).")
     args = parser.parse_args(argv)
     brokers = ["redis", "amqp"] if args.broker == "both" else [args.broker]
@@ -396,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(args.rounds):
             seed, broker = args.seed + n, brokers[n % len(brokers)]
             outcome = chaos_round(seed, broker, reference, workdir, artifacts, args.db_prefix,
-                                  say=lambda line: print(line, flush=True))  # fmt: skip
+                                  say=lambda line: print(line, flush=True), kills=args.kills)  # fmt: skip
             outcomes.append(outcome)
             for kill in outcome.kills:
                 print(f"  {kill}")
