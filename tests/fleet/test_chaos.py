@@ -23,4 +23,6 @@ def test_a_loop_killed_at_random_records_the_lineage_of_an_uninterrupted_run(tmp
     killed = " ".join(outcome.kills)
     for what in ("controller (pid", "dispatcher (pid", "worker (pid", "controller connections terminated"):
         assert what in killed, outcome.kills
-    assert outcome.pickups_s and max(outcome.pickups_s) < 10, outcome.pickups_s
+    # How soon the killed worker's task ran again is printed, not bounded here (the other
+    # worker may itself be starting up after a kill): test_crashes bounds it, workers ready.
+    assert outcome.pickups_s
