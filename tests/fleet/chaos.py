@@ -48,7 +48,7 @@ EXPERIMENT = "chaos"
 LOOP = f"""name = "{EXPERIMENT}"
 domain = "math:digit_add"
 policy = "tiny"
-iterations = 2
+iterations = {{iterations}}
 [harness.grpo]
 max_steps = 8
 num_generations = 4
@@ -57,8 +57,8 @@ prompts_per_step = 2
 k = 2
 eval_tasks = 4
 """
-"""Two candidates of 8 and (a longer run is the first idea here) 16 GRPO steps: training
-tasks of a few seconds, long enough to be killed in the middle."""
+"""Candidates of 8 and (a longer run is the first idea here) 16 GRPO steps: training tasks
+of a few seconds, long enough to be killed in the middle. Two by default; CI runs one."""
 
 VOLATILE = frozenset({
     "environment", "worker", "attempt", "duration_s", "event_id", "seq", "fork_seq", "fork_hash",
@@ -201,9 +201,9 @@ def environment(database_url: str, home: Path, artifacts: Path, broker_url: str 
     return env
 
 
-def reference_run(database_url: str, workdir: Path, artifacts: Path) -> float:
+def reference_run(database_url: str, workdir: Path, artifacts: Path, iterations: int = 2) -> float:
     """The loop run once, uninterrupted, its tasks in the controller's process."""
-    (workdir / "loop.toml").write_text(LOOP)
+    (workdir / "loop.toml").write_text(LOOP.format(iterations=iterations))
     env = environment(database_url, workdir / "home-reference", artifacts, None)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "evotrainer", "run", str(workdir / "loop.toml")], cwd=ROOT, env=env,
@@ -239,18 +239,19 @@ class _Round:
                     return self.controller
                 raise RoundFailed(f"the controller exited with {self.controller.returncode}")
             events = fleet.query("SELECT count(*) FROM events")[0][0]
+            if connections_at and events >= connections_at[0]:
+                cut = fleet.query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                  " WHERE datname = current_database() AND application_name = %s",
+                                  (CONTROLLER_APP,))[0][0]  # fmt: skip
+                if cut:  # (none while the controller is down or connecting again: later, then)
+                    connections_at.pop(0)
+                    self.kills.append(f"{cut} controller connections terminated at {events} events")
             if controller_at and events >= controller_at[0]:
                 controller_at.pop(0)
                 self._kill(self.controller, "controller", f"at {events} events")
             if dispatcher_at and events >= dispatcher_at[0]:
                 dispatcher_at.pop(0)
                 self._kill(self.dispatcher, "dispatcher", f"at {events} events")
-            if connections_at and events >= connections_at[0]:
-                connections_at.pop(0)
-                cut = fleet.query("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                                  " WHERE datname = current_database() AND application_name = %s",
-                                  (CONTROLLER_APP,))[0][0]  # fmt: skip
-                self.kills.append(f"{cut} controller connections terminated at {events} events")
             for task_id, worker in fleet.query(
                     "SELECT task_id, worker FROM fleet_tasks"
                     " WHERE kind = 'train' AND state = 'running' ORDER BY requested_at"):  # fmt: skip
@@ -321,7 +322,7 @@ class RoundFailed(Exception):
 
 def chaos_round(seed: int, broker: str, reference: dict[str, list[tuple[str, str]]], workdir: Path,
                 artifacts: Path, db_prefix: str, say: Any = print, timeout_s: float = 900,
-                kills: int = 1) -> Outcome:  # fmt: skip
+                kills: int = 1, iterations: int = 2) -> Outcome:  # fmt: skip
     """One round: the loop under `Chaos.draw(seed)`, compared with the reference lineage."""
     url = BROKERS[broker]
     require_broker(url)
@@ -331,7 +332,7 @@ def chaos_round(seed: int, broker: str, reference: dict[str, list[tuple[str, str
     logs = workdir / f"logs-{seed}-{broker}"
     logs.mkdir(parents=True, exist_ok=True)
     config = workdir / "loop.toml"
-    config.write_text(LOOP)
+    config.write_text(LOOP.format(iterations=iterations))
     started = time.monotonic()
     problems: list[str] = []
     with scratch_database(db_prefix) as database_url:
@@ -373,9 +374,11 @@ def _cli_checks(env: dict[str, str]) -> list[str]:
     return found
 
 
-def reference_lineage(workdir: Path, artifacts: Path, db_prefix: str) -> tuple[dict[str, list[tuple[str, str]]], float]:
+def reference_lineage(
+    workdir: Path, artifacts: Path, db_prefix: str, iterations: int = 2
+) -> tuple[dict[str, list[tuple[str, str]]], float]:
     with scratch_database(db_prefix) as database_url:
-        wall = reference_run(database_url, workdir, artifacts)
+        wall = reference_run(database_url, workdir, artifacts, iterations)
         return lineage(database_url), wall
 
 
