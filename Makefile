@@ -4,6 +4,7 @@
 #   make bench  run the benchmarks (each prints its ratio against a baseline)
 #   make compare  the loop against the fixed recipe over 3 seeds (README's figures)
 #   make docs   build the documentation site into site/ (warnings are errors)
+#   make chaos  kill a running loop at random, CHAOS_ROUNDS times (5, CHAOS_KILLS=2 of each kind); prints matched/total
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -11,7 +12,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench compare lint schemas docs clean hosts
+.PHONY: install test demo bench compare chaos hosts lint schemas docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -64,6 +65,12 @@ hosts: install
 
 compare: install
 	.venv/bin/evotrainer compare examples/math-tiny.toml --seeds 3
+
+CHAOS_ROUNDS ?= 5
+CHAOS_KILLS ?= 2
+chaos: install
+	bash .ci/services
+	$(PY) -m tests.fleet.chaos --rounds $(CHAOS_ROUNDS) --kills $(CHAOS_KILLS)
 
 lint: install
 	$(PY) -m ruff check .

@@ -47,6 +47,7 @@ from evotrainer.errors import ConcurrencyError, EvotrainerError, UsageError
 from evotrainer.events import Finding, PromotionDecided, SkillRecorded
 from evotrainer.evolve.bootstrap import bootstrap_interval
 from evotrainer.evolve.skills import skill_event, trigger_of
+from evotrainer.evolve.tasks import lost_to_faults
 from evotrainer.harness.criterion import check_criterion
 from evotrainer.harness.spec import HarnessSpec
 from evotrainer.harness.versions import harness_of
@@ -105,7 +106,12 @@ def _decide_and_record(
     store: EventStore, candidate: BranchRef, artifacts: ArtifactStore | None
 ) -> tuple[PromotionDecision, StoredEvent]:
     decision = decide_promotion(store, candidate, artifacts)
-    stored = store.append(decision.record_on, decision.events(), expected_seq=decision.expected_seq)[0]
+    events = decision.events()
+    if decision.skill is not None and _judged_for_a_fault(store, decision.record_on, decision.decided.candidate):
+        # Its skill's key holds the outcome an earlier version recorded for a fault, which
+        # skill_library leaves out: this verdict is the candidate's one outcome.
+        events[1] = dataclasses.replace(events[1], idempotency_key=f"skill:{decision.decided.candidate}:after-fault")
+    stored = store.append(decision.record_on, events, expected_seq=decision.expected_seq)[0]
     # The earlier event when this evidence was judged already: report what is recorded.
     return dataclasses.replace(decision, decided=PromotionDecided.model_validate(stored.payload)), stored
 
@@ -248,6 +254,13 @@ def unrunnable_key(candidate: str) -> str:
     return f"promotion:{candidate}:unrunnable"
 
 
+def _judged_for_a_fault(store: EventStore, main: BranchRef, candidate: str) -> bool:
+    """Whether `candidate` was rejected as unrunnable because its workers died."""
+    key = unrunnable_key(candidate)
+    return any(e.idempotency_key == key and lost_to_faults(str(e.payload.get("evidence", {}).get("failure", "")))
+               for e in store.read_branch(main))  # fmt: skip
+
+
 def incumbent_of(store: EventStore, experiment: str) -> BranchRef:
     """The best so far: the latest candidate the gate promoted on main, else main."""
     return _incumbent(store, experiment)[0]
@@ -306,6 +319,8 @@ def _not_the_gates(
     p = decided.payload
     evidence, candidate = p.get("evidence") or {}, p["candidate"]
     if decided.idempotency_key == unrunnable_key(candidate):
+        if lost_to_faults(str(evidence.get("failure", ""))):
+            return "recorded because its workers died (its work ran out of attempts): a fault, not a verdict"
         return None if p["decision"] == "rejected" and "failure" in evidence else "a promotion keyed as unrunnable"
     roles = ("candidate_evaluation", "baseline_evaluation", "diagnosis", "gate")
     if "incumbent" not in evidence or not all(isinstance(evidence.get(role), dict) for role in roles):

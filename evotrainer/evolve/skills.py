@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evotrainer.events import SkillRecorded
+from evotrainer.evolve.tasks import lost_to_faults
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, StoredEvent
 
@@ -170,9 +171,12 @@ def skill_library(store: EventStore, experiments: Sequence[str] | None = None) -
     names = sorted({info.experiment for info in store.branches()}) if experiments is None else experiments
     skills: dict[str, Skill] = {}
     for experiment in names:
+        faults: set[int] = set()
         for event in store.read_branch(BranchRef(experiment, "main")):
-            if event.type not in ("SkillRecorded", "SkillImported"):
-                continue
+            if event.type == "PromotionDecided" and _for_a_fault(event):
+                faults.add(event.seq)
+            if event.type not in ("SkillRecorded", "SkillImported") or event.seq - 1 in faults:
+                continue  # (a skill appended with a rejection for a fault is no outcome)
             p = event.payload
             trigger, field_path, way = p["skill_id"].split("/", 2)
             skill = skills.setdefault(p["skill_id"], Skill(p["skill_id"], trigger, field_path, way, p["category"]))
@@ -194,3 +198,11 @@ def skill_library(store: EventStore, experiments: Sequence[str] | None = None) -
                 # promotion.py keys a skill's outcome by its candidate: skill:EXPERIMENT/BRANCH
                 skill.succeeded_on.append((event.idempotency_key or "").removeprefix("skill:"))
     return SkillLibrary(skills)
+
+
+def _for_a_fault(decided: StoredEvent) -> bool:
+    """A rejection an earlier version recorded because the candidate's workers died (its
+    work ran out of attempts): no outcome of the skill, and no verdict."""
+    key = decided.idempotency_key or ""
+    failure = str(decided.payload.get("evidence", {}).get("failure", ""))
+    return key.endswith(":unrunnable") and lost_to_faults(failure)

@@ -46,6 +46,13 @@ LOST = "AttemptsExhausted"
 """The error class of a TaskFailed recorded because the attempts ran out (fleet.execute)."""
 
 
+def lost_to_faults(failure: str) -> bool:
+    """Whether a recorded failure (a TaskFailedError's message, as an unrunnable verdict
+    keeps it) was work whose attempts ran out: earlier versions rejected candidates for
+    that, which says nothing about the candidate."""
+    return f": {LOST}: " in failure
+
+
 def task_id(kind: str, branch: BranchRef, inputs: dict[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps([str(branch), inputs], sort_keys=True).encode()).hexdigest()
     return f"{kind}-{digest[:16]}"

@@ -179,3 +179,8 @@ def any_fleet(request: pytest.FixtureRequest, database_url: str, tmp_path: Path)
 @pytest.fixture
 def redis_fleet(database_url: str, tmp_path: Path) -> Iterator[Fleet]:
     yield from _fleet("redis", database_url, tmp_path)
+
+
+@pytest.fixture
+def amqp_fleet(database_url: str, tmp_path: Path) -> Iterator[Fleet]:
+    yield from _fleet("amqp", database_url, tmp_path)

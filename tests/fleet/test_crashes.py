@@ -151,3 +151,31 @@ def test_a_sigkilled_workers_task_runs_again_within_ten_seconds_with_default_lea
     assert waited < 10, waited
     fleet.wait_finished(["slow"], timeout=60)
     _assert_exactly_once(fleet, ["slow"])
+
+
+@pytest.mark.slow
+def test_a_cut_rabbitmq_connection_is_survived_mid_task(amqp_fleet: Fleet) -> None:
+    """The worker's and the dispatcher's connections to RabbitMQ are cut (through a proxy
+    this test started on loopback) while the worker runs a task: the task is recorded once,
+    and both reconnect and carry on with the next request."""
+    from tests.fleet.proxy import CuttableProxy
+
+    fleet = amqp_fleet
+    host, port = fleet.env["EVOTRAINER_BROKER_URL"].split("@", 1)[1].split("/", 1)[0].split(":")
+    proxy = CuttableProxy((host, int(port)))
+    through = {"EVOTRAINER_BROKER_URL": proxy.url(fleet.env["EVOTRAINER_BROKER_URL"])}
+    try:
+        fleet.start("dispatcher", env=through)
+        worker = fleet.start("worker", "--queues", "rollout,control", "--loglevel", "info", env=through)
+        _request(fleet, "test.sleep", ["during"], inputs={"seconds": 4})
+        fleet.wait_for(lambda: _running_on(fleet, worker.pid), "the task to start", timeout=120)
+        assert proxy.cut() >= 2  # the worker's (consumer) and the dispatcher's (publisher)
+        fleet.wait_finished(["during"], timeout=120)
+        _request_more(fleet, "noop", ["after"])
+        found = fleet.wait_finished(["during", "after"], timeout=120)
+        _assert_exactly_once(fleet, ["during", "after"])
+        assert found["after"][0][1]["worker"] == f"{HOST}:{worker.pid}"  # the same worker, reconnected
+        assert worker.poll() is None
+        assert proxy.accepted > 2  # connections made again after the cut
+    finally:
+        proxy.close()
