@@ -10,7 +10,7 @@ an episode continues it:
     cat calc.py
     def f(a, b):
         return a - b
-    $ edit calc.py|a - b|a + b
+    $ edit calc.py|-|+
     edited calc.py
     $ test
     1 passed, 0 failed
@@ -18,7 +18,8 @@ an episode continues it:
 
 Actions are a compact line syntax for the swe environment's tools (a character-level
 policy with a 512-token context cannot afford JSON): `ls`, `cat PATH`, `edit
-PATH|OLD|NEW`, `test`, `done`. Each goes to SweEnvironment as its JSON tool call, so tool
+PATH|OLD|NEW`, `test`, `done` (the prompt does not list them: the warm start teaches
+them). Each goes to SweEnvironment as its JSON tool call, so tool
 calls, tampering (an edit of `tests/` is one, and zeroes the reward), the sandboxed test
 runs and grading (visible and hidden tests through the generated level's runner) and the
 behaviour metrics are the swe domain's own. Any other line goes to the environment as it
@@ -57,8 +58,8 @@ OPERATORS: dict[str, Callable[[int, int], int]] = {
 _FUNCTIONS = ("f", "calc", "apply", "mix", "combine", "op")
 _ARGUMENTS = (("a", "b"), ("x", "y"), ("m", "n"), ("p", "q"))
 _MODULES = ("calc", "ops", "core", "mathlib")
-MAX_TURNS = 6
-"""Room for read, edit, test, a second edit after a failing test, test, done."""
+MAX_TURNS = 5
+"""Room for read, edit, test, a second edit after a failing test, done."""
 PROMPT_END = "$ "
 _SHOWN_CHARS = 60
 _GRADES: dict[tuple[Any, ...], Any] = {}
@@ -139,10 +140,10 @@ def problem_of(bug: TinyBug) -> SweProblem:
 
 def transcript(bug: TinyBug) -> str:
     """The reference episode after the prompt: read, fix, test, done (the warm start's target)."""
-    wrong, right = bug.expression(bug.wrong), bug.expression(bug.right)
     turns = [
         (f"cat {bug.path}", bug.source(bug.wrong)),
-        (f"edit {bug.path}|{wrong}|{right}", f"edited {bug.path}"),
+        # The operator alone is a valid edit (it occurs once in the file) and the shortest.
+        (f"edit {bug.path}|{bug.wrong}|{bug.right}", f"edited {bug.path}"),
         ("test", "1 passed, 0 failed"),
     ]
     return "".join(f"{action}\n{shown(observation)}\n{PROMPT_END}" for action, observation in turns) + "done"
@@ -230,8 +231,8 @@ class CompactSession(TurnSession):
 class CompactSweDomain(SweDomain, TurnBased):
     """The `swe:tiny` level: CompactSession episodes on generated TinyBug repositories."""
 
-    max_turn_tokens = 40
-    tiny_recipe = {"sft_steps": 150, "sft_batch_size": 16}
+    max_turn_tokens = 24
+    tiny_recipe = {"sft_steps": 200, "sft_batch_size": 16}
     """The tiny policy's warm start here (policies.py): a transcript is ten times a math
     answer's length, so the default SFT (300 steps of 32) would take half an hour on 2
     busy cores; the format is learned well before this."""
