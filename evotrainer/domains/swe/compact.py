@@ -221,11 +221,13 @@ class CompactSession(TurnSession):
         observation = self.env.step(len(self.env.calls), tool_call(line))
         tool = self.env.calls[-1].tool
         after = "" if self.done else f"{shown(observation, whole=tool == 'read_file')}\n{PROMPT_END}"
-        self.transcript.append(f"{line}\n{after}" if after else line)
+        self.transcript.append(f"{line}\n{after}")
         return after
 
     def finish(self) -> Episode:
-        return self.domain._episode(self.task, self.env, "".join(self.transcript))
+        # An episode cut short (tokens, context) ends on the prompt of a turn never taken.
+        text = "".join(self.transcript).removesuffix(PROMPT_END)
+        return self.domain._episode(self.task, self.env, text)
 
 
 class CompactSweDomain(SweDomain, TurnBased):
