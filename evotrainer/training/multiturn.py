@@ -10,7 +10,11 @@ without gradients (`played_samples`).
 
 train_grpo and evaluate call in here when the domain is turn-based:
 
-    python -m evotrainer.cli train --domain swe:tiny --steps 2
+    python - <<'EOF'
+    from evotrainer.training import GRPOSettings, TrainingRequest, train_grpo
+    settings = GRPOSettings(max_steps=2, max_completion_length=160)
+    print(train_grpo(TrainingRequest("swe:tiny", "tiny", settings)).evidence_summary)
+    EOF
 """
 
 from __future__ import annotations
