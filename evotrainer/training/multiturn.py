@@ -19,7 +19,7 @@ train_grpo and evaluate call in here when the domain is turn-based:
 
 from __future__ import annotations
 
-import functools
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -51,12 +51,19 @@ class Played:
         return sum(self.env_mask)
 
 
-@functools.cache
+# Per tokenizer (a scan of a large vocabulary is worth doing once per policy load, not per
+# step), forgotten with it: a worker loads a tokenizer for every task.
+_STOPS: weakref.WeakKeyDictionary[Any, dict[str, frozenset[int]]] = weakref.WeakKeyDictionary()
+
+
 def _stop_ids(tokenizer: Any, turn_end: str) -> frozenset[int]:
     """Tokens that end a turn: the end-of-text token and every token whose text holds `turn_end`."""
-    vocab = tokenizer.get_vocab()
-    ids = {i for token, i in vocab.items() if turn_end in tokenizer.convert_tokens_to_string([token])}
-    return frozenset(ids | {tokenizer.eos_token_id})
+    known = _STOPS.setdefault(tokenizer, {})
+    if turn_end not in known:
+        vocab = tokenizer.get_vocab()
+        ids = {i for token, i in vocab.items() if turn_end in tokenizer.convert_tokens_to_string([token])}
+        known[turn_end] = frozenset(ids | {tokenizer.eos_token_id})
+    return known[turn_end]
 
 
 def _prompt_ids(tokenizer: Any, prompt: str) -> list[int]:
