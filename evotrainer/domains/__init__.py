@@ -2,7 +2,7 @@
 
 A name is a domain, optionally followed by a colon and comma-separated parts: variants
 (math levels `math:digit_add`, `math:digit_add,arithmetic`; code sources or levels
-`code:humaneval`, `code:constant`, `code:trivial`; `swe`) or `key=value` options. A dataset
+`code:humaneval`, `code:constant`, `code:trivial`; `swe`, `swe:tiny`) or `key=value` options. A dataset
 in a file is `math:file=PATH` (GSM8K or MATH-style JSONL) or `code:file=PATH` (APPS or
 CodeContests JSONL); `split=all` after it (`math:file=PATH,split=all`) makes every split
 the whole file instead of the hash split (splits.py). PATH may not contain a comma.
@@ -59,8 +59,9 @@ def list_domains() -> list[DomainInfo]:
         DomainInfo(
             "swe",
             "generated buggy repositories fixed through tools, graded by hidden tests, or SWE-bench "
-            "instances (swe:file=PATH,repos=DIR) graded by FAIL_TO_PASS and PASS_TO_PASS",
-            ("generated", "file=PATH,repos=DIR"),
+            "instances (swe:file=PATH,repos=DIR) graded by FAIL_TO_PASS and PASS_TO_PASS; swe:tiny is "
+            "a two-file level played turn by turn with compact actions, small enough for the tiny policy",
+            ("generated", "tiny", "file=PATH,repos=DIR"),
             SweDomain.reward_components,
         ),
     ]
@@ -161,6 +162,10 @@ def get_domain(name: str) -> Domain:
             raise UnknownDomainError(name, f"use swe:file=PATH,repos=DIR[,split=all], not {name!r}")
         repos = Path(spec.options["repos"]).expanduser()
         return SweDomain(SweDomainConfig(instances=file[0], repos=repos, whole_file=file[1]))
+    if base == "swe" and parts == ("tiny",):
+        from evotrainer.domains.swe.compact import CompactSweDomain
+
+        return CompactSweDomain()
     if base == "swe" and parts in ((), ("generated",)):
         from evotrainer.domains.swe import SweDomain
 

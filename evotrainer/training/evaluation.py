@@ -114,6 +114,15 @@ def evaluate(
     jobs = [(t, _prompt_ids(tokenizer, t.prompt, chat)) for t in tasks for _ in range(request.k)]
     batches = [jobs[i : i + request.batch_size] for i in range(0, len(jobs), request.batch_size)]
     samples: list[dict[str, Any]] = []
+    from evotrainer.domains.turns import TurnBased
+
+    if isinstance(domain, TurnBased):
+        from evotrainer.training.multiturn import played_samples
+
+        # Whole episodes (multiturn.py); the completion budget is the transcript's.
+        samples = played_samples(model, tokenizer, domain, [t for t, _ in jobs], temperature=request.temperature,
+                                 max_tokens=request.max_completion_length, batch_size=request.batch_size)  # fmt: skip
+        batches = []
     for batch in progress(batches, total=len(batches), desc="evaluate", every=max(1, len(batches) // 4)):
         outs = sample(
             model,

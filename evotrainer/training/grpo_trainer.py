@@ -195,6 +195,20 @@ def _metrics_callback(sink: list[dict[str, float | None]]) -> Any:
     return StepMetrics()
 
 
+def _trainer_parts(domain: Domain, tasks: dict[str, Task], settings: GRPOSettings) -> tuple[type, Any, dict[str, Any]]:
+    """(trainer class, scorer, extra trainer arguments): single-turn completions scored by the
+    domain, or, for a turn-based domain, whole episodes played by a rollout function
+    (multiturn.py)."""
+    from evotrainer.domains.turns import TurnBased
+
+    if not isinstance(domain, TurnBased):
+        return _trainer_class(), DomainScorer(domain, tasks), {}
+    from evotrainer.training.multiturn import EpisodeScorer, episode_trainer_class
+
+    scorer = EpisodeScorer(domain, tasks, settings)
+    return episode_trainer_class(_trainer_class()), scorer, {"rollout_func": scorer.rollout}
+
+
 def training_tasks(domain: Domain, request: TrainingRequest, tokenizer: Any) -> list[Task]:
     """The training split after the data filters (difficulty levels, prompt length)."""
     s = request.settings
@@ -255,7 +269,7 @@ def train_grpo(
     dataset = Dataset.from_list(
         [{"prompt": [{"role": "user", "content": t.prompt}] if chat else t.prompt, "task_id": t.task_id} for t in tasks]
     )
-    scorer = DomainScorer(domain, {t.task_id: t for t in tasks})
+    trainer_class, scorer, rollout = _trainer_parts(domain, {t.task_id: t for t in tasks}, s)
     components = [c for c in domain.reward_components if s.weight(c) != 0]
     metrics: list[dict[str, float | None]] = []
     callbacks = [_metrics_callback(metrics)]
@@ -265,7 +279,7 @@ def train_grpo(
         args = build_grpo_config(
             s, out_dir, progress_bar=interactive(), reward_weights=[s.weight(c) for c in components]
         )
-        trainer = _trainer_class()(
+        trainer = trainer_class(
             model=model,
             reward_funcs=[scorer.reward_func(c) for c in components],
             args=args,
@@ -274,6 +288,7 @@ def train_grpo(
             callbacks=callbacks,
             scorer=scorer,
             settings=s,
+            **rollout,
         )
         from transformers.trainer_callback import PrinterCallback
 

@@ -153,7 +153,8 @@ def resolve_policy(
 
         if domain is None:
             raise ValueError("the tiny policy is warm-started on a domain; pass `domain`")
-        recipe = TinyRecipe()
+        # A domain whose examples are long may ask for a shorter warm start (swe:tiny).
+        recipe = TinyRecipe(**getattr(domain, "tiny_recipe", {}))
         name = domain_spec or domain.name
         ref = f"policy/tiny/{domain.name}-{cache_key(name, recipe, data_seed)}"
         cached, kept = store.get_ref(ref), store.get_ref(f"{ref}.details")
