@@ -140,9 +140,9 @@ def test_a_run_on_workers_in_other_namespaces_equals_one_in_process(
                "EVOTRAINER_BROKER_URL": REDIS_URL.replace("127.0.0.1:6379", redis_address),
                "EVOTRAINER_QUEUE_PREFIX": prefix, "EVOTRAINER_ARTIFACTS": store.location,
                "EVOTRAINER_DISPATCH_POLL_SECONDS": "0.1", "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        for key, value in s3.env.items():  # this process reads the bucket too (and seeds it)
+            monkeypatch.setenv(key, value)
         if not LONG:
-            for key, value in s3.env.items():  # this process seeds the bucket, as an operator would
-                monkeypatch.setenv(key, value)
             assert _seed_cache(open_store(local_home / "artifacts"), store)
         try:
             hosts = {name: net.host(name) for name in ("dispatcher", "worker-a", "worker-b", "client")}
