@@ -145,11 +145,12 @@ def resolve_policy(
     `domain_spec` is the full domain name with its variant ("math:digit_add"): the tiny
     warm start depends on the variant's data, so it is part of the cache key.
     """
-    from evotrainer.training.environment import deterministic, offline
+    from evotrainer.training.environment import offline
 
     offline()
     if spec == "tiny":
-        from evotrainer.training.tiny import TinyRecipe, cache_key, warm_start
+        from evotrainer.training.tiny import TinyRecipe, cache_key
+        from evotrainer.training.tiny_build import build_portably
 
         if domain is None:
             raise ValueError("the tiny policy is warm-started on a domain; pass `domain`")
@@ -164,9 +165,9 @@ def resolve_policy(
             # cache from before they were kept is built again (deterministic: the same policy).
             details = json.loads(store.get(kept))
             return _describe(cached, "tiny", store, source=ref, created=False, details=details)
-        deterministic(recipe.seed, threads)
         with tempfile.TemporaryDirectory(prefix="evotrainer-tiny-") as tmp:
-            info = warm_start(domain, recipe, data_seed, Path(tmp) / "policy")
+            # On portable kernels, in a child process: the same policy on every machine.
+            info = build_portably(name, recipe, data_seed, Path(tmp) / "policy", threads)
             strip_host_keys(Path(tmp) / "policy")
             sha = store.put_dir(Path(tmp) / "policy")
         store.set_ref(f"{ref}.details", store.put_bytes(json.dumps(info, sort_keys=True).encode()))

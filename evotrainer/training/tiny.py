@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 CHARSET = string.printable  # digits, letters, punctuation, whitespace: every domain's text fits
-TINY_RECIPE_VERSION = 3
+TINY_RECIPE_VERSION = 4
 """Bump when the tokenizer, architecture or SFT loop changes, so cached warm starts are rebuilt."""
 
 
@@ -91,6 +91,7 @@ def build_model(recipe: TinyRecipe, tokenizer: Any) -> Any:
 def cache_key(domain: str, recipe: TinyRecipe, data_seed: int) -> str:
     """Everything that shapes the warm start, including package versions (kernels differ)."""
     from evotrainer.training.environment import fingerprint
+    from evotrainer.training.tiny_build import WARM_START_CPU_CAPABILITY
 
     env = fingerprint()
     key = {
@@ -100,9 +101,9 @@ def cache_key(domain: str, recipe: TinyRecipe, data_seed: int) -> str:
         "data_seed": data_seed,
         "packages": env["packages"],
         "device": env["device"],
-        # ATen's kernels for another instruction-set level train other bytes (measured:
-        # AVX512, AVX2 and DEFAULT give three different warm starts on one machine).
-        "cpu_capability": env["cpu_capability"],
+        # Built on ATen's portable kernels whatever the machine's (tiny_build.py): the
+        # other levels train other bytes (AVX512, AVX2 and DEFAULT: three warm starts).
+        "cpu_capability": WARM_START_CPU_CAPABILITY,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
 
