@@ -12,6 +12,9 @@ machine another starting policy, and the fixed recipes' premise (a start with ro
 climb) would hold on some machines only. ATEN_CPU_CAPABILITY is read when torch is
 imported, so the build runs in a child process; training afterwards uses the machine's
 own, faster kernels (they change the bits of training, which replay already records).
+MKL's matrix kernels still choose their code by CPU; pinning them too (MKL_CBWR=COMPATIBLE)
+moved this start to 0.85 greedily, too good to leave room to climb, so they are left free:
+a machine whose MKL takes another path may still build another start.
 """
 
 from __future__ import annotations
