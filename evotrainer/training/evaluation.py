@@ -34,10 +34,13 @@ def _prompt_ids(tokenizer: Any, prompt: str, chat: bool) -> list[int]:
     return list(tokenizer(prompt)["input_ids"])
 
 
-def sample(
-    model: Any, tokenizer: Any, prompts: list[list[int]], *, temperature: float, max_new_tokens: int
-) -> list[tuple[list[int], bool]]:
-    """Generate one completion per prompt (a left-padded batch): (new token ids, truncated)."""
+def generate_left_padded(
+    model: Any, tokenizer: Any, prompts: list[list[int]], *, temperature: float, max_new_tokens: int,
+    stop: frozenset[int] | None = None,
+) -> list[list[int]]:
+    """The new token ids generated after each prompt, the prompts batched left-padded;
+    `stop` replaces the tokenizer's end-of-sequence as what ends a row (multi-turn play
+    ends a turn at a newline too)."""
     import torch
 
     width = max(len(p) for p in prompts)
@@ -51,13 +54,23 @@ def sample(
     kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens}
     if temperature > 0:
         kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
+    if stop is not None:
+        kwargs["eos_token_id"] = sorted(stop)
     with torch.no_grad():
         out = model.generate(
             input_ids=input_ids.to(device), attention_mask=attention.to(device), pad_token_id=pad, **kwargs
         )
+    rows: list[list[int]] = out[:, width:].tolist()
+    return rows
+
+
+def sample(
+    model: Any, tokenizer: Any, prompts: list[list[int]], *, temperature: float, max_new_tokens: int
+) -> list[tuple[list[int], bool]]:
+    """Generate one completion per prompt (a left-padded batch): (new token ids, truncated)."""
     eos = tokenizer.eos_token_id
     results = []
-    for row in out[:, width:].tolist():
+    for row in generate_left_padded(model, tokenizer, prompts, temperature=temperature, max_new_tokens=max_new_tokens):
         if eos in row:
             results.append((row[: row.index(eos)], False))
         else:

@@ -78,24 +78,12 @@ def _sample_turns(
     stop: frozenset[int],
 ) -> list[list[int]]:
     """One turn for each context (a left-padded batch), each cut after its first stop token."""
-    import torch
+    from evotrainer.training.evaluation import generate_left_padded
 
-    width = max(len(c) for c in contexts)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(contexts), width), pad, dtype=torch.long)
-    attention = torch.zeros((len(contexts), width), dtype=torch.long)
-    for row, ids in enumerate(contexts):
-        input_ids[row, width - len(ids) :] = torch.tensor(ids)
-        attention[row, width - len(ids) :] = 1
-    device = next(model.parameters()).device
-    kwargs: dict[str, Any] = {"do_sample": temperature > 0, "max_new_tokens": max_new_tokens}
-    if temperature > 0:
-        kwargs.update(temperature=temperature, top_p=1.0, top_k=0)
-    with torch.no_grad():
-        out = model.generate(input_ids=input_ids.to(device), attention_mask=attention.to(device), pad_token_id=pad,
-                             eos_token_id=sorted(stop), **kwargs)  # fmt: skip
+    rows = generate_left_padded(model, tokenizer, contexts, temperature=temperature, max_new_tokens=max_new_tokens,
+                                stop=stop)  # fmt: skip
     turns = []
-    for row in out[:, width:].tolist():
+    for row in rows:
         end = next((i for i, t in enumerate(row) if t in stop), None)
         turns.append(row if end is None else row[: end + 1])
     return turns
