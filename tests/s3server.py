@@ -11,7 +11,6 @@ The server is stopped by its PID when the block ends; everything it held was in 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.processes import end_process
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,6 @@ def s3_server(host: str = "127.0.0.1", log: Path | None = None) -> Iterator[S3Se
         server.client().create_bucket(Bucket=server.bucket)  # type: ignore[attr-defined]
         yield server
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        end_process(proc, timeout=10)
         if log:
             out.close()  # type: ignore[union-attr]

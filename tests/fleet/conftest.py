@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from tests.conftest import IN_CI
+from tests.processes import end_process
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("EVOTRAINER_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
@@ -97,13 +98,7 @@ class Fleet:
         return self.start("dispatcher", env=env)
 
     def stop(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-        if proc.poll() is None:
-            proc.send_signal(sig)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=20)
+        end_process(proc, sig=sig)
 
     def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.database_url, autocommit=True) as conn:

@@ -27,13 +27,14 @@ from __future__ import annotations
 import asyncio
 import random
 import shutil
-import signal
 import subprocess
 import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from tests.processes import end_process
 
 
 def netns_available() -> str | None:
@@ -88,13 +89,7 @@ class Host:
 
     def stop(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=20)
+            end_process(proc)
 
 
 class Network:
