@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 from evotrainer.domains.base import Split
 
@@ -35,10 +35,18 @@ def rng_for(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def _known(split: str) -> None:
+    # A split no item hashes to would leave take_generated drawing forever (and take_fixed
+    # returning nothing): a caller's typo is an error here, at the one place both pass.
+    if split not in get_args(Split):
+        raise ValueError(f"split must be one of {list(get_args(Split))}, not {split!r}")
+
+
 def take_generated(
     split: Split, n: int, generate: Callable[[random.Random], T], key: Callable[[T], str], seed: int
 ) -> list[T]:
     """The first `n` distinct generated items of `split`; repeats only once the space is exhausted."""
+    _known(split)
     rng = rng_for("generate", seed)
     out: list[T] = []
     seen: set[str] = set()
@@ -58,6 +66,7 @@ def take_generated(
 
 def take_fixed(split: Split, n: int, items: Sequence[T], key: Callable[[T], str], seed: int) -> list[T]:
     """Up to `n` items of `split` from a fixed pool, in a seed-determined order."""
+    _known(split)
     pool = [item for item in items if split_of(key(item)) == split]
     rng_for("shuffle", seed).shuffle(pool)
     return pool[:n]
