@@ -1,0 +1,47 @@
+"""bench/gpu_check.py is the only code that runs where CI never does (a GPU machine): its
+CPU path runs here so that it cannot rot between the rare runs on a GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.training.conftest import DOMAIN
+
+pytestmark = pytest.mark.slow
+
+
+def _gpu_check() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "bench" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_trains_and_scores_through_the_gpu_path_on_cpu(store, math_domain, capsys) -> None:  # type: ignore[no-untyped-def]
+    report = _gpu_check().run_checks(["tiny"], 2, store, math_domain, DOMAIN, vllm=False)
+    (entry,) = report
+    (run,) = entry["runs"]
+    assert run["rollouts"] == "transformers" and run["steps"] == 2
+    assert run["generated_tokens"] > 0 and run["tokens_per_s"] > 0
+    assert run["environment"]["device"] == "cpu"
+    assert 0.0 <= entry["evaluation"]["avg_at_8"] <= 1.0
+    out = capsys.readouterr().out
+    assert "not measured (vllm is not installed here)" in out
+
+
+def test_refuses_to_report_cpu_figures_as_gpu_ones(capsys) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the refusal is for machines without one")
+    assert _gpu_check().main(["--steps", "1"]) == 2
+    assert "no CUDA device visible" in capsys.readouterr().err
+    assert _gpu_check().main(["--steps", "0", "--allow-cpu"]) == 2
