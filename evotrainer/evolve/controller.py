@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evotrainer.artifacts import open_store
+from evotrainer.artifacts.store import is_artifact_id
 from evotrainer.backtest.replay import NotBacktestableError, backtest_kind
 from evotrainer.domains import get_domain
 from evotrainer.errors import AlreadyExistsError, UsageError
@@ -129,6 +131,10 @@ class _Run:
         self.domain = get_domain(config.domain)  # an unknown domain is refused before anything is written
         if "llm" in (config.proposer.kind, *config.proposer.fallback):
             config.proposer.api_key()  # so is a key variable the file names and the environment lacks
+        if is_artifact_id(config.policy) and not (artifacts := open_store()).exists(config.policy):
+            # So is a stored policy this machine's artifact store does not hold.
+            raise UsageError(f"policy {config.policy[:12]} is not in the artifact store {artifacts.location}; "
+                             "name a stored checkpoint (`evotrainer sql` lists policies), tiny, smollm2 or hf:DIR")
 
     def start(self) -> BranchRef:
         """The experiment and its starting harness on main (recorded once)."""
@@ -150,8 +156,11 @@ class _Run:
                              f"{spec.address()[:12]}: give the changed experiment a new name")  # fmt: skip
         if newest_policy(self._history(main)) is None:
             # Doing nothing is the first candidate to beat: the starting policy is scored on
-            # main (its evaluation task records the checkpoint) before anything trains.
-            self._evaluate(main, self.config.policy)
+            # main (its evaluation task records the checkpoint) before anything trains. A
+            # named policy is always recorded; a stored one (a sha256) is recorded here only,
+            # where it is the experiment's starting point rather than a branch's own result.
+            starting = {"starting_point": True} if is_artifact_id(self.config.policy) else {}
+            self._evaluate(main, self.config.policy, extra=starting)
         return main
 
     # -- the log's view ------------------------------------------------------------
@@ -451,9 +460,11 @@ class _Run:
         dead, reward = summary.get("dead_group_ratio", 0), summary.get("mean_reward", 0)
         self.say(f"{branch}: trained {spec.grpo.max_steps} steps, dead groups {dead:.0%}, mean reward {reward:.3f}")
 
-    def _evaluate(self, branch: BranchRef, policy: str, protocol: dict[str, Any] | None = None) -> None:
+    def _evaluate(
+        self, branch: BranchRef, policy: str, protocol: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+    ) -> None:
         protocol = protocol or self._protocol(harness_of(self._history(branch)).spec)
-        produced = self._task(branch, "evaluate", {**protocol, "policy": policy})
+        produced = self._task(branch, "evaluate", {**protocol, "policy": policy, **(extra or {})})
         score = next(e.payload for e in produced if e.type == "EvaluationRecorded")
         self.say(f"{branch}: {score['metric']} = {score['avg_at_k']:.3f} on {score['problems']} selection problems")
 

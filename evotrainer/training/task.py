@@ -92,10 +92,14 @@ def run_evaluation_task(inputs: dict[str, Any], key: str | None = None) -> list[
     always in the lineage, even before anything trained it."""
     from evotrainer.training.evaluation import evaluate
 
+    # `starting_point`: a stored policy (a sha256) that an experiment starts from is
+    # recorded on its main branch like a named one (the controller asks for it there only).
+    inputs = dict(inputs)
+    starting_point = bool(inputs.pop("starting_point", False))
     request = evaluation_request(inputs)
     result = evaluate(request)
     events = []
-    if result.base_policy is not None and not is_artifact_id(request.policy):
+    if result.base_policy is not None and (starting_point or not is_artifact_id(request.policy)):
         events.append(_event(PolicyCheckpointed, result.base_policy.event_payload(), key, "base-policy"))
     events.append(_event(EvaluationRecorded, result.evaluation_payload(), key, "evaluation"))
     return events

@@ -84,6 +84,20 @@ def test_the_loop_records_every_stage_and_resumes_without_repeating_anything(sto
     assert store.head(BranchRef("loop", "main")) == before and again.candidates == 2
     assert run_experiment(store, config(3), lines.append).candidates == 3  # a bigger budget goes on
 
+    # An experiment may start from a stored checkpoint (a sha256): main records it as its
+    # starting policy, so the gate has a checkpoint to compare the first candidate with.
+    trained = next(e.payload["policy_sha256"] for e in reversed(store.read_branch(candidate))
+                   if e.type == "PolicyCheckpointed")  # fmt: skip
+    from_sha = ExperimentConfig(name="loop-from-sha", policy=trained, iterations=1, harness=TINY)
+    assert run_experiment(store, from_sha, lines.append).candidates == 1
+    start = store.read_branch(BranchRef("loop-from-sha", "main"))
+    assert [e.payload["policy_sha256"] for e in start if e.type == "PolicyCheckpointed"] == [trained]
+    assert len([e for e in start if e.type == "PromotionDecided"]) == 1
+    missing = from_sha.model_copy(update={"name": "loop-missing", "policy": "0" * 64})
+    with pytest.raises(UsageError, match="is not in the artifact store"):
+        run_experiment(store, missing, lines.append)
+    assert not [b for b in store.branches() if b.ref.experiment == "loop-missing"]
+
 
 def test_the_step_budget_counts_every_candidate_and_stops_the_loop(store: EventStore) -> None:
     lines: list[str] = []
