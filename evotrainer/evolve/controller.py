@@ -461,7 +461,8 @@ class _Run:
         self.say(f"{branch}: trained {spec.grpo.max_steps} steps, dead groups {dead:.0%}, mean reward {reward:.3f}")
 
     def _evaluate(
-        self, branch: BranchRef, policy: str, protocol: dict[str, Any] | None = None, extra: dict[str, Any] | None = None
+        self, branch: BranchRef, policy: str, protocol: dict[str, Any] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         protocol = protocol or self._protocol(harness_of(self._history(branch)).spec)
         produced = self._task(branch, "evaluate", {**protocol, "policy": policy, **(extra or {})})
