@@ -118,16 +118,26 @@ def test_replay_on_other_cpu_kernels(cli_env: dict[str, str], tmp_path: Path) ->
     evaluation = next(e["payload"] for e in json.loads(recorded.stdout) if e["type"] == "EvaluationRecorded")
     assert evaluation["environment"]["replay_tolerances"] == replay_tolerances("cpu")  # the defaults are recorded
 
+    # One training step too, so a train task's figures (step metrics, summary) are compared.
+    trained = run(other, "train", "t/main", "--policy", policy, "--steps", "1", "--group-size", "2",
+                  "--prompts-per-step", "2")  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-500:]
+
     here = run(cli_env, "replay", "t/main", "--tolerance", "*=1000")
     assert here.returncode == 0, here.stdout + here.stderr[-500:]
     assert f"compared within tolerances (cpu_capability 'DEFAULT' recorded, '{native}' now)" in here.stdout
-    assert here.stdout.splitlines()[-1].startswith("within tolerances: 1 tasks re-executed (evaluate 1), 1 of them")
+    assert here.stdout.splitlines()[-1].startswith(
+        "within tolerances: 2 tasks re-executed (evaluate 1, train 1), 2 of them"), here.stdout  # fmt: skip
     deviations = _deviations(here.stdout)
-    assert {"avg_at_k", "pass_at_k"} <= set(deviations), deviations
+    assert {"avg_at_k", "pass_at_k", "step_metrics.loss"} <= set(deviations), deviations
 
     metric, largest = max(deviations.items(), key=lambda pair: pair[1])
     if largest == 0:
-        return  # nothing deviated: no tolerance to undercut (the run above still compared within them)
+        # Matrix products go to oneDNN/MKL, which pick their code by CPU whatever
+        # ATEN_CPU_CAPABILITY says; on an AVX512 machine a model this small then computes the
+        # same bits both ways. Nothing to undercut: the run above still compared within them
+        # (test_within_beyond_hashes_and_exact_fields covers deviations that exceed one).
+        return
     tight = run(cli_env, "replay", "t/main", "--tolerance", "*=1000", "--tolerance", f"{metric}={largest / 2}")
     assert tight.returncode == 1, tight.stdout
     assert f"> tolerance {largest / 2:g} for {metric})" in tight.stdout, tight.stdout
