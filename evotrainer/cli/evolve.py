@@ -178,7 +178,8 @@ def status_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The experiment's GRPO step budget (spent, left), each branch's steps, verdict and
-    selection score, the best so far, and the tasks running now."""
+    selection score, the best so far, the tasks running now and the human decisions the
+    loop waits for."""
     import dataclasses
 
     from evotrainer.cli.render import print_table
@@ -197,3 +198,5 @@ def status_command(
                   "-" if b.score is None else f"{b.score:.3f}") for b in status.branches])  # fmt: skip
     for task in status.running:
         print_line(f"running: {task}")
+    for request in status.waiting:
+        print_line(f"waiting for a human decision: {request}")

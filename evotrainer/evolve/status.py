@@ -1,5 +1,5 @@
 """Where an experiment stands: its step budget (spent, left), each candidate's steps,
-verdict and score, and the task running now.
+verdict and score, the task running now and the human decisions it waits for.
 
     evotrainer status math-tiny
     experiment_status(store, "math-tiny")
@@ -12,7 +12,7 @@ has no outcome yet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evotrainer.evolve.promotion import DECISIONS_BRANCH, incumbent_of, own_events
 from evotrainer.refs import BranchRef
@@ -44,6 +44,9 @@ class ExperimentStatus:
     """`KIND on BRANCH (task id)` for each requested task with no outcome yet, and after a
     colon its newest progress line (`train step 12/40 reward 0.61 ... eta 30s`) once its
     heartbeat has written one."""
+    waiting: list[str] = field(default_factory=list)
+    """`REQUEST_ID: SUBJECT on BRANCH (WHY)` for each human decision the loop stopped for
+    and nobody has answered yet (`evotrainer approve|revise|abort REQUEST_ID`)."""
 
     @property
     def left(self) -> int | None:
@@ -70,9 +73,13 @@ def experiment_status(store: EventStore, experiment: str) -> ExperimentStatus:
         running += [(e.event_id, f"{e.payload['kind']} on {info.ref} ({e.payload['task_id']})") for e in own
                     if e.type == "TaskRequested" and e.event_id not in ended]  # fmt: skip
     budget = config.get("budget_steps")
+    answered = {e.payload["request_id"] for e in main if e.type == "DecisionRecorded"}
+    waiting = [f"{e.payload['request_id']}: {e.payload['subject']} on {e.payload['branch']} ({e.payload['why']})"
+               for e in main if e.type == "DecisionRequested" and e.payload["request_id"] not in answered]  # fmt: skip
     return ExperimentStatus(experiment, int(budget) if budget is not None else None,
                             sum(r.steps for r in rows if r.branch != DECISIONS_BRANCH),
-                            str(incumbent_of(store, experiment)), rows, _with_progress(store, running))  # fmt: skip
+                            str(incumbent_of(store, experiment)), rows, _with_progress(store, running),
+                            waiting)  # fmt: skip
 
 
 def _with_progress(store: EventStore, running: list[tuple[str, str]]) -> list[str]:
