@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from evotrainer.client import Client
+from evotrainer.errors import UsageError
 from evotrainer.evolve.compare import compare
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.refs import BranchRef
@@ -48,6 +50,17 @@ def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: 
     again = compare(store, config, seeds=2)
     assert again.event_id == stored.event_id
     assert {info.name: store.head(info.ref) for info in store.branches()} == positions
+
+    # The Python API answers from the same record (a dict of the file's fields will do):
+    # its figures are the event's, its table one row per seed; nothing new is written.
+    client = Client(store)
+    result = client.compare(config.model_dump(mode="json"), seeds=2)
+    assert (result.gain, result.interval, result.recorded_at) == (p["gain"], (low, high), "cmp-compare/main@2")
+    assert list(result.seeds.rows) == [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"])
+                                 for r in p["seeds"]]  # fmt: skip
+    assert {info.name: store.head(info.ref) for info in store.branches()} == positions
+    with pytest.raises(UsageError, match="at least 1 seed"):
+        client.compare(config, seeds=0)
 
 
 def test_compare_without_a_budget_is_one_line_and_writes_nothing(cli_env: dict[str, str], tmp_path: Path) -> None:
