@@ -37,8 +37,10 @@ test: install
 	bash .ci/services
 	$(PY) -m ruff check .
 	$(PY) -m mypy
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
 	$(PY) -m pytest
+	# After the tests: the notebook page shows the outputs tests/test_notebook.py produced.
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir site
+	grep -q 'data:image/png' site/notebook/index.html || (echo "docs: the notebook page has no plot: was it executed?" >&2; exit 1)
 
 demo: install
 	bash examples/demo.sh
