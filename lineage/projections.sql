@@ -73,6 +73,15 @@ CREATE TABLE {schema}.skills (
     domains jsonb, successes int, failures int, effect_size double precision
 );
 
+-- Skills brought in from a skills file (`evotrainer skills import`): the source's counts,
+-- kept apart from the outcomes recorded here; `origin`: the file, its sha256 and where it was
+-- exported from.
+CREATE TABLE {schema}.imported_skills (
+    position bigint PRIMARY KEY, experiment text NOT NULL, branch text NOT NULL, seq bigint NOT NULL,
+    skill_id text NOT NULL, trigger text, intervention text, expected_outcome text, category text,
+    successes int, failures int, effect_sizes jsonb, validated_in jsonb, tried_in jsonb, change jsonb, origin jsonb
+);
+
 CREATE TABLE {schema}.tasks (
     experiment text NOT NULL, branch text NOT NULL, task_id text NOT NULL,
     kind text, queue text, status text NOT NULL, attempts int NOT NULL DEFAULT 0, worker text,

@@ -29,7 +29,7 @@ SUBSCRIPTION = "projections"
 DDL_FILE = Path(__file__).resolve().parents[2] / "lineage" / "projections.sql"
 TABLES = (
     "branch_state", "policies", "harness_versions", "diagnoses", "interventions", "backtests",
-    "evaluations", "promotions", "skills", "tasks", "artifacts",
+    "evaluations", "promotions", "skills", "imported_skills", "tasks", "artifacts",
 )
 PRIMARY_KEYS = {
     "branch_state": ("experiment", "branch"),
@@ -59,9 +59,14 @@ _EVENT_TABLES: dict[str, tuple[str, dict[str, str]]] = {
     "SkillRecorded": ("skills", {k: k for k in (
         "skill_id", "trigger", "intervention", "expected_outcome", "category", "domains", "successes",
         "failures", "effect_size")}),
+    # `origin`: the payload's `source` (file, its sha256, where it was exported from), a JSON
+    # column; `source` names a text column elsewhere (policies).
+    "SkillImported": ("imported_skills", {**{k: k for k in (
+        "skill_id", "trigger", "intervention", "expected_outcome", "category", "successes", "failures",
+        "effect_sizes", "validated_in", "tried_in", "change")}, "source": "origin"}),
 }
 _JSON_COLUMNS = {"changed_fields", "spec", "conditions", "findings", "old_value", "new_value", "figures",
-                 "blocking_findings", "domains"}
+                 "blocking_findings", "domains", "effect_sizes", "validated_in", "tried_in", "change", "origin"}
 
 
 def create_schema(conn: psycopg.Connection[Any], schema: str) -> None:

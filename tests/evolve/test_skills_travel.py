@@ -89,6 +89,12 @@ def test_a_skill_exported_from_one_database_proposes_in_another(
         assert events[0].payload["source"]["exported_from"] == {"experiments": ["demo"]}
         listed = json.loads(run(other_env, "skills", "list", "--json").stdout)
         assert [(s["skill_id"], s["imported"], s["validated_in"]) for s in listed] == [(SKILL, 1, ["math"])]
+        # In SQL too: the imported skill with its source, apart from the outcomes recorded here.
+        queried = run(other_env, "sql", "SELECT skill_id, experiment, origin->>'file' AS file, validated_in "
+                      "FROM projections.imported_skills", "--json")  # fmt: skip
+        assert queried.returncode == 0, queried.stderr
+        assert json.loads(queried.stdout) == [{"skill_id": SKILL, "experiment": "other", "file": "skills.json",
+                                               "validated_in": ["math"]}]  # fmt: skip
 
         # Nothing diagnosed on other/main: the no_condition skill fires, in code, carried
         # over by its ratio (x2 of this harness's 4e-4), as the controller would see it.
