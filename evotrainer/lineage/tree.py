@@ -25,9 +25,10 @@ class BranchSummary:
 
 def summaries(conn: Any, experiment: str | None, incumbents: Collection[str] = ()) -> dict[str, BranchSummary]:
     """Each branch's head and scores from the branch_state projection, with the status a
-    person wants to see: `incumbent` for the best so far (refs in `incumbents`), `start` for
-    a main that is not it and has no task in flight, else the projection's own (promoted,
-    rejected, or running: not decided yet)."""
+    person wants to see: `waiting` where the loop stopped for a human decision about the
+    branch that nobody has answered yet (`evotrainer pending`), `incumbent` for the best so
+    far (refs in `incumbents`), `start` for a main that is not it and has no task in flight,
+    else the projection's own (promoted, rejected, or running: not decided yet)."""
     rows = conn.execute(
         "SELECT b.experiment || '/' || b.branch, b.parent, b.fork_seq, b.head_seq, b.status, b.last_score,"
         " b.best_score, EXISTS (SELECT 1 FROM projections.tasks t WHERE t.experiment = b.experiment"
@@ -36,9 +37,12 @@ def summaries(conn: Any, experiment: str | None, incumbents: Collection[str] = (
         " FROM projections.branch_state b WHERE %s::text IS NULL OR b.experiment = %s",
         (experiment, experiment),
     ).fetchall()
+    waiting = {ref for (ref,) in conn.execute(_WAITING, (experiment, experiment)).fetchall()}
     out = {}
     for ref, parent, fork_seq, head_seq, status, last_score, best_score, busy, proposer in rows:
-        if ref in incumbents:
+        if ref in waiting:
+            status = "waiting"
+        elif ref in incumbents:
             status = "incumbent"
         elif parent is None and status == "running" and not busy:
             status = "start"
@@ -54,6 +58,17 @@ _PROPOSER = (
     " JOIN events h ON h.branch_id = c.branch_id AND h.seq > c.fork_seq AND h.type = 'HarnessVersioned'"
     " JOIN events i ON i.event_id = h.causation_id AND i.type = 'InterventionProposed'"
     " WHERE c.experiment = b.experiment AND c.name = b.branch ORDER BY h.seq LIMIT 1"
+)
+
+
+# The branches a human gate's open request is about: DecisionRequested on an experiment's
+# main with no DecisionRecorded of the same request id (evolve/gates.py's `pending`).
+_WAITING = (
+    "SELECT q.payload ->> 'branch' FROM branches m"
+    " JOIN events q ON q.branch_id = m.branch_id AND q.type = 'DecisionRequested'"
+    " WHERE m.name = 'main' AND (%s::text IS NULL OR m.experiment = %s) AND NOT EXISTS ("
+    "  SELECT 1 FROM events a WHERE a.branch_id = m.branch_id AND a.type = 'DecisionRecorded'"
+    "  AND a.payload ->> 'request_id' = q.payload ->> 'request_id')"
 )
 
 

@@ -28,7 +28,7 @@ def escape(text: str) -> str:
 
 
 STATUS_FILL = {"incumbent": "#ffd95a", "promoted": "#b9f0b9", "rejected": "#f7c1cc", "running": "#dfe7f5",
-               "start": "#e4e4e4"}  # fmt: skip
+               "start": "#e4e4e4", "waiting": "#ffb366"}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,7 @@ def test_a_gated_run_stops_with_exit_4_is_approved_from_the_cli_and_finishes(
     assert ident in listed.stdout and "grpo.learning_rate -> 0.002" in listed.stdout, listed.stderr
     status = run(cli_env, "status", "gated")
     assert f"waiting for a human decision: {ident}: intervention on gated/main (" in status.stdout, status.stdout
+    assert "main  [waiting]" in run(cli_env, "lineage", "gated").stdout  # the dashboard's graph reads the same
     assert json.loads(run(cli_env, "pending", "gated", "--json").stdout)[0]["request_id"] == ident
     for args, message in ((["approve", "d-nope"], "no decision request d-nope"),
                           (["revise", ident], "revise needs the change"),
@@ -118,6 +119,7 @@ def test_a_gated_run_stops_with_exit_4_is_approved_from_the_cli_and_finishes(
     assert again.returncode == 2 and "was approved already, by alice" in again.stderr
     assert run(cli_env, "pending").stdout.strip() == "nothing waits for a decision"
     assert "waiting for a human decision" not in run(cli_env, "status", "gated").stdout
+    assert "[waiting]" not in run(cli_env, "lineage", "gated").stdout
 
     finished = run(cli_env, "run", str(path))
     assert finished.returncode == 0, finished.stdout + finished.stderr
