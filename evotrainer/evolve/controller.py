@@ -71,6 +71,7 @@ from evotrainer.evolve.proposer import (
     current_value,
     expected_gain,
     reward_trend,
+    stalled,
 )
 from evotrainer.evolve.proposing import RoundContext, answered_proposal, round_proposals
 from evotrainer.evolve.skill_proposals import skill_candidates
@@ -233,15 +234,19 @@ class _Run:
         # The run that made the best so far: its own, or, for a second look, its source's.
         diagnosis = next((e for e in reversed(history) if e.type == "DiagnosisRecorded"), None)
         run = next((e for e in reversed(history) if e.type == "TrainingCompleted"), None)
-        trend = reward_trend(run.payload.get("step_metrics", [])) if run is not None else None
         continuation = f"continue-{(newest_policy(history) or 'start')[:10]}"
+        # What training under this harness does: the best so far's own run, or, for the
+        # untrained start, its rejected continuation's (the same policy and harness).
+        evidence_run = run or self._continuation_run(continuation, existing)
+        metrics = evidence_run.payload.get("step_metrics", []) if evidence_run is not None else []
+        trend, stalled_run = reward_trend(metrics) if evidence_run is not None else None, stalled(metrics)
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
         seen_on, validity = self._validity_conditions_against(incumbent, decisions)
         diagnosed += [c for c in validity if c not in diagnosed]
         library = skill_library(self.store)
         proposals = builtin_proposals(
             harness.spec, diagnosed, self.config.domain, self.domain.proposable_components, library,
-            _rejected_in_a_row(decisions), trend, inconclusive,
+            _rejected_in_a_row(decisions), trend, inconclusive, stalled_run,
         )  # fmt: skip
         # Skills propose their own change, ahead of the rules' (evolve/skill_proposals.py).
         proposals = [*skill_candidates(self.store, harness.spec, diagnosed, self.config.domain, library), *proposals]
@@ -257,7 +262,7 @@ class _Run:
         # the same, and the change it chooses is tried first.
         if self.config.proposer.kind != "rules" and not (continuation not in existing and (
                 not proposals or more_of_the_same > expected_gain(proposals[0], harness.spec, trend, diagnosed,
-                                                                  inconclusive))):  # fmt: skip
+                                                                  inconclusive, stalled_run))):  # fmt: skip
             context = RoundContext(
                 incumbent, len(candidates), self.config.domain, tuple(self.domain.proposable_components),
                 harness.spec, diagnosed, diagnosis.payload if diagnosis else None, library, proposals,
@@ -267,7 +272,7 @@ class _Run:
         queue = list(proposals)
         while queue:
             proposal = queue.pop(0)
-            gain = expected_gain(proposal, harness.spec, trend, diagnosed, inconclusive)
+            gain = expected_gain(proposal, harness.spec, trend, diagnosed, inconclusive, stalled_run)
             chosen = proposal.reply_id is not None  # a proposer's own choice does not yield to more of the same
             if not chosen and continuation not in existing and more_of_the_same > gain:
                 return self._continue(incumbent, continuation)
@@ -358,6 +363,13 @@ class _Run:
                  f"{designed.event.old_value} -> {designed.event.new_value} ({self.config.name}/{name}, forked at seq "
                  f"{forked.forked.payload['fork_seq']}, trains nothing)")  # fmt: skip
         return BranchRef(self.config.name, name)
+
+    def _continuation_run(self, continuation: str, existing: set[str]) -> StoredEvent | None:
+        """The training run of the best so far's continuation, where one was forked."""
+        if continuation not in existing:
+            return None
+        ref = BranchRef(self.config.name, continuation)
+        return next((e for e in reversed(own_events(self._history(ref), ref)) if e.type == "TrainingCompleted"), None)
 
     def _more_power(self, spec: HarnessSpec) -> tuple[str, int] | None:
         """The change that halves the variance of the gate's gain estimate: twice the

@@ -73,6 +73,22 @@ def reward_trend(step_metrics: Sequence[Mapping[str, Any]]) -> float | None:
 _FLAT = 0.02
 """A reward trend within this of zero says nothing about the step size."""
 
+STALLED_REWARD = 0.2
+"""A run whose mean training reward stayed below this, and flat, learned nothing."""
+
+
+def stalled(step_metrics: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a run left its reward flat and low while some of its groups had signal (not
+    every group dead): the step size is far too small for the policy, not the reward too
+    sparse to learn from. TRL's default learning rate (1e-6) on SmolLM2-135M does this:
+    80 steps on column sums left it at 0.010 where 1e-5 reached 0.973 (README, GPU)."""
+    trend = reward_trend(step_metrics)
+    rewards = [float(m["reward"]) for m in step_metrics if isinstance(m.get("reward"), int | float)]
+    dead = [float(m["frac_reward_zero_std"]) for m in step_metrics
+            if isinstance(m.get("frac_reward_zero_std"), int | float)]  # fmt: skip
+    some_signal = bool(dead) and sum(dead) / len(dead) < 1.0
+    return trend is not None and abs(trend) <= _FLAT and sum(rewards) / len(rewards) < STALLED_REWARD and some_signal
+
 
 VALIDITY_CONDITIONS = ("reward_hacking", "leaked_reference", "length_gaming", "echo_trap")
 """Conditions that say a score cannot be trusted: answering them comes before any gain,
@@ -88,19 +104,24 @@ def _repairs(condition: str, proposal: Proposal) -> bool:
 
 def expected_gain(
     proposal: Proposal, spec: HarnessSpec, trend: float | None, conditions: Sequence[str] = (),
-    inconclusive: bool = False,
+    inconclusive: bool = False, stalled_run: bool = False,
 ) -> float:
     """What the evidence says of a change before any skill has: a change answering a
     diagnosed validity condition comes first of all (whichever condition it was filed
     under); then more evaluation samples when the gate's last rejection was for want of
-    power (a positive gain whose interval reached below the margin); a run still climbing
-    when it stopped asks for a larger step, one whose reward fell for a smaller one. More
-    samples the evidence did not ask for come last: they cost evaluation time for nothing."""
+    power (a positive gain whose interval reached below the margin); a run that learned
+    nothing (`stalled`) asks for a step ten times larger first, as a coarse search moves by
+    decades, then twice as large; a run still climbing when it stopped asks for a larger
+    step, one whose reward fell for a smaller one. More samples the evidence did not ask
+    for come last: they cost evaluation time for nothing."""
     repaired = [i for i, c in enumerate(VALIDITY_CONDITIONS) if c in conditions and _repairs(c, proposal)]
     if repaired:
         return 2.0 + (len(VALIDITY_CONDITIONS) - repaired[0]) / 10
     if proposal.field == "evaluation.k":
         return 1.5 if inconclusive else -1.0
+    if proposal.field == "grpo.learning_rate" and stalled_run:
+        factor = proposal.value / spec.grpo.learning_rate
+        return 1.2 if factor >= 10 else (0.8 if factor > 1 else -1.0)
     if proposal.field == "grpo.learning_rate" and trend is not None:
         raising = proposal.value > spec.grpo.learning_rate
         if trend > _FLAT:
@@ -129,12 +150,18 @@ def builtin_proposals(
     rejected_in_a_row: int = 0,
     trend: float | None = None,
     inconclusive: bool = False,
+    stalled_run: bool = False,
 ) -> list[Proposal]:
     """Every single-field change the diagnosed conditions suggest, best first: by the skill
     library's record, then by what the last run's reward trend says (expected_gain)."""
     raw: list[Proposal] = []
     for condition in conditions:
         raw.extend(_for_condition(spec, condition, reward_components))
+    if stalled_run and spec.grpo.learning_rate * 10 < 1:
+        tenfold = float(f"{spec.grpo.learning_rate * 10:.12g}")  # 1e-5, not 9.999999999999999e-06
+        raw.append(Proposal("grpo.learning_rate", tenfold, "if the step size grows tenfold, "
+                            "Avg@k rises, because a whole run at this step size left the reward flat and low while "
+                            "some groups had signal: the step is far too small", NO_CONDITION))  # fmt: skip
     # Then the step size and the training budget, and taking back what earlier versions
     # added: what is left when the changes a condition suggests are spent (the method's
     # "switch the layer the hypotheses target" and "a subtraction, not an addition").
@@ -154,7 +181,8 @@ def builtin_proposals(
         i, p = indexed
         way = direction(current_value(spec, p.field), p.value)
         rank = library.rank(domain, p.trigger, p.field, way) if library else 0.0
-        return (-rank, -expected_gain(p, spec, trend, conditions, inconclusive), escalate and not p.subtraction, i)
+        gain = expected_gain(p, spec, trend, conditions, inconclusive, stalled_run)
+        return (-rank, -gain, escalate and not p.subtraction, i)
 
     return [p for _, p in sorted(enumerate(valid), key=order)]
 

@@ -99,3 +99,24 @@ def test_a_gamed_bonus_is_taken_away_before_anything_else_and_never_topped_up() 
     topped_up = next(i for i, p in enumerate(ranked) if p.field == "rewards.weights.format")
     repairs = [i for i, p in enumerate(ranked) if p.field in ("grpo.beta", "grpo.max_completion_length")]
     assert all(i < topped_up for i in repairs)
+
+
+def _metrics(rewards: list[float], dead: float) -> list[dict[str, float]]:
+    return [{"reward": r, "frac_reward_zero_std": dead} for r in rewards]
+
+
+def test_a_run_that_learned_nothing_asks_for_a_step_ten_times_larger_first() -> None:
+    from evotrainer.evolve.proposer import stalled
+
+    # Flat and low with some live groups: SmolLM2 at TRL's default 1e-6 (README, GPU).
+    assert stalled(_metrics([0.0, 0.01, 0.0, 0.02, 0.0, 0.01], dead=0.94))
+    assert not stalled(_metrics([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], dead=0.5))  # climbing
+    assert not stalled(_metrics([0.86, 0.87, 0.86, 0.88, 0.87, 0.86], dead=0.5))  # levelled off high
+    assert not stalled(_metrics([0.0] * 6, dead=1.0))  # no group has signal: no step size helps
+    assert not stalled(_metrics([0.0, 0.0], dead=0.9))  # too short to tell
+
+    spec = HarnessSpec().with_field("grpo.learning_rate", 1e-6)
+    stuck = builtin_proposals(spec, [], "math:column_add", MATH, stalled_run=True)
+    assert fields(stuck)[:2] == [("grpo.learning_rate", 1e-5), ("grpo.learning_rate", 2e-6)]
+    assert "tenfold" in stuck[0].hypothesis and stuck[0].trigger == "no_condition"
+    assert ("grpo.learning_rate", 1e-5) not in fields(builtin_proposals(spec, [], "math:column_add", MATH))
