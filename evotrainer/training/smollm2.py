@@ -12,7 +12,9 @@ from evotrainer.training.smollm2 import convert_smollm2; print(convert_smollm2(o
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,14 +70,17 @@ def convert_smollm2(store: ArtifactStore) -> PolicyCheckpoint:
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
-    loaded = AutoModelForCausalLM.from_pretrained(
-        str(source.parent),
-        gguf_file=source.name,
-        dtype="float32",
-        # Dense float32 weights: GGUF blocks cannot be trained or saved as safetensors.
-        quantization_config=GgufConfig(gguf_file=source.name, dequantize=True),
-    )
+    # transformers' GGUF reader draws a bar of its own (plain tqdm, which its progress-bar
+    # switch does not reach): it goes nowhere rather than onto the user's screen.
+    with contextlib.redirect_stderr(io.StringIO()):
+        tokenizer = AutoTokenizer.from_pretrained(str(source.parent), gguf_file=source.name)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            str(source.parent),
+            gguf_file=source.name,
+            dtype="float32",
+            # Dense float32 weights: GGUF blocks cannot be trained or saved as safetensors.
+            quantization_config=GgufConfig(gguf_file=source.name, dequantize=True),
+        )
     # The loaded model still carries its GGUF quantizer, which refuses to serialize; a plain
     # model built from the same config with the dequantized weights saves normally.
     config = copy.deepcopy(loaded.config)
