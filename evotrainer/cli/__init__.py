@@ -67,7 +67,8 @@ COMMANDS: dict[str, CommandSpec] = {
                      " changed) at equal GRPO steps for each seed, score both final policies on the held-out test"
                      " half, and record the gain with its bootstrap interval (resumable: run it again after a kill)."),
     "status": _spec("evolve:status_command", "The experiment's GRPO step budget (spent, left), each branch's steps,"
-                    " verdict and selection score, the best so far, and the tasks running now."),
+                    " verdict and selection score, the best so far, the tasks running now and the human decisions the"
+                    " loop waits for."),
     "ui": _spec("ui:ui_command", "Serve the read-only dashboard: experiments, lineage graphs, branches, audits."),
     "report": _spec("ui:report_command", "Write a static HTML report of an experiment (its graph, one page per"
                     " branch)."),
