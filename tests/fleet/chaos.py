@@ -187,7 +187,8 @@ class Outcome:
 
 
 def environment(database_url: str, home: Path, artifacts: Path, broker_url: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOTRAINER_")}
+    # The pytest run's warm-start cache is kept (tests/conftest.py): the same tiny policy.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOTRAINER_") or k == "EVOTRAINER_TINY_CACHE"}
     env.update({
         "EVOTRAINER_DATABASE_URL": database_url,
         "EVOTRAINER_HOME": str(home),
