@@ -8,6 +8,8 @@ database is migrated once per run; each test that needs isolation gets a copy of
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -18,6 +20,27 @@ from evotrainer.store import EventStore, migrate
 
 ADMIN_URL = os.environ.get("EVOTRAINER_TEST_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+_TINY_CACHE = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One warm-start cache for the run (evotrainer/training/warm_start_cache.py): the tiny
+    policy's warm start is deterministic work, built by the first test that needs it and
+    copied into the artifact store of every later one (each test keeps a store of its own).
+    Set here, before any test copies the environment for the processes it starts."""
+    if not os.environ.get("EVOTRAINER_TINY_CACHE"):
+        cache = tempfile.mkdtemp(prefix="evotrainer-tiny-cache-")
+        config.stash[_TINY_CACHE] = cache
+        os.environ["EVOTRAINER_TINY_CACHE"] = cache
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    cache = config.stash.get(_TINY_CACHE, None)
+    if cache is not None:
+        os.environ.pop("EVOTRAINER_TINY_CACHE", None)
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def url_for(database: str) -> str:

@@ -38,7 +38,8 @@ class PolicyCheckpoint:
     source: str = ""
     """Where it came from: the GGUF file, the HF directory, the tiny recipe key, the run."""
     created: bool = False
-    """True when this call built and stored it (the caller then appends PolicyCheckpointed)."""
+    """True when this call stored it: built it, or copied it from the shared warm-start cache
+    (warm_start_cache.py). The caller then appends PolicyCheckpointed."""
     details: dict[str, Any] = field(default_factory=dict)
 
     def event_payload(self) -> dict[str, Any]:
@@ -151,6 +152,7 @@ def resolve_policy(
     if spec == "tiny":
         from evotrainer.training.tiny import TinyRecipe, cache_key
         from evotrainer.training.tiny_build import build_portably
+        from evotrainer.training.warm_start_cache import copy_refs, shared_store
 
         if domain is None:
             raise ValueError("the tiny policy is warm-started on a domain; pass `domain`")
@@ -158,13 +160,19 @@ def resolve_policy(
         recipe = TinyRecipe(**getattr(domain, "tiny_recipe", {}))
         name = domain_spec or domain.name
         ref = f"policy/tiny/{domain.name}-{cache_key(name, recipe, data_seed)}"
+        refs = [ref, f"{ref}.details"]
         cached, kept = store.get_ref(ref), store.get_ref(f"{ref}.details")
+        shared = shared_store()
+        # A shared cache's copy is this very policy (the ref's key is every input): copied, not trained again.
+        copied = (cached is None or kept is None) and shared is not None and copy_refs(shared, store, refs)
+        if copied:
+            cached, kept = store.get_ref(ref), store.get_ref(f"{ref}.details")
         if cached is not None and kept is not None:
             # The warm start's figures were kept beside it: the checkpoint event of a cached
             # policy reads the same as the one that built it (a replay compares them). A
             # cache from before they were kept is built again (deterministic: the same policy).
             details = json.loads(store.get(kept))
-            return _describe(cached, "tiny", store, source=ref, created=False, details=details)
+            return _describe(cached, "tiny", store, source=ref, created=copied, details=details)
         with tempfile.TemporaryDirectory(prefix="evotrainer-tiny-") as tmp:
             # On portable kernels, in a child process: the same policy on every machine.
             info = build_portably(name, recipe, data_seed, Path(tmp) / "policy", threads)
@@ -172,6 +180,8 @@ def resolve_policy(
             sha = store.put_dir(Path(tmp) / "policy")
         store.set_ref(f"{ref}.details", store.put_bytes(json.dumps(info, sort_keys=True).encode()))
         store.set_ref(ref, sha)
+        if shared is not None:
+            copy_refs(store, shared, refs)
         return _describe(sha, "tiny", store, source=ref, created=True, details=info)
     if spec == "smollm2":
         from evotrainer.training.smollm2 import convert_smollm2

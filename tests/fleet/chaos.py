@@ -43,6 +43,7 @@ import psycopg
 
 from tests.conftest import ADMIN_URL, url_for
 from tests.fleet.conftest import BROKERS, ROOT, Fleet, purge, require_broker
+from tests.processes import end_processes
 
 EXPERIMENT = "chaos"
 LOOP = f"""name = "{EXPERIMENT}"
@@ -187,7 +188,8 @@ class Outcome:
 
 
 def environment(database_url: str, home: Path, artifacts: Path, broker_url: str | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOTRAINER_")}
+    # The pytest run's warm-start cache is kept (tests/conftest.py): the same tiny policy.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVOTRAINER_") or k == "EVOTRAINER_TINY_CACHE"}
     env.update({
         "EVOTRAINER_DATABASE_URL": database_url,
         "EVOTRAINER_HOME": str(home),
@@ -353,8 +355,7 @@ def chaos_round(seed: int, broker: str, reference: dict[str, list[tuple[str, str
         except RoundFailed as exc:
             problems.append(f"{exc}\n{fleet.tail_logs(15)}")
         finally:
-            for proc in fleet.procs:
-                fleet.stop(proc)
+            end_processes(fleet.procs)
             purge(url, env["EVOTRAINER_QUEUE_PREFIX"])
         if not problems:
             problems += differences(reference, lineage(database_url))

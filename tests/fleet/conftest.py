@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from tests.conftest import IN_CI
-from tests.processes import end_process
+from tests.processes import end_process, end_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = os.environ.get("EVOTRAINER_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
@@ -160,8 +160,7 @@ def _fleet(broker: str, database_url: str, tmp_path: Path) -> Iterator[Fleet]:
     try:
         yield fleet
     finally:
-        for proc in fleet.procs:
-            fleet.stop(proc)
+        end_processes(fleet.procs)
         purge(url, prefix)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from tests.processes import end_process
+from tests.processes import end_processes
 
 
 def netns_available() -> str | None:
@@ -86,10 +86,6 @@ class Host:
         )  # fmt: skip
         self.procs.append(proc)
         return proc
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            end_process(proc)
 
 
 class Network:
@@ -172,8 +168,7 @@ class Network:
         await asyncio.gather(*pending, return_exceptions=True)
 
     def close(self) -> None:
-        for host in self.hosts:
-            host.stop()
+        end_processes([proc for host in self.hosts for proc in host.procs])
         if self._thread.is_alive():
             asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(timeout=10)
             self._loop.call_soon_threadsafe(self._loop.stop)

@@ -124,6 +124,8 @@ def test_a_run_on_workers_in_other_namespaces_equals_one_in_process(
     local_home = tmp_path / "local-home"
     config = _config(tmp_path / "hosts.toml", "tiny")
     local_env = {**base_env, "EVOTRAINER_DATABASE_URL": local_db, "EVOTRAINER_HOME": str(local_home)}
+    if os.environ.get("EVOTRAINER_TINY_CACHE"):  # the run's warm starts (tests/conftest.py); the hosts see none
+        local_env["EVOTRAINER_TINY_CACHE"] = os.environ["EVOTRAINER_TINY_CACHE"]
     local = subprocess.run([*python, "run", str(config)], env=local_env, cwd=ROOT, capture_output=True,
                            text=True, timeout=1200)
     assert local.returncode == 0, local.stdout + local.stderr[-2000:]
