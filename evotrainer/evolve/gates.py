@@ -133,12 +133,14 @@ def vetoed(decision: PromotionDecision, answer: StoredEvent) -> NewEvent:
 def pending(store: EventStore, experiment: str | None = None) -> list[StoredEvent]:
     """Requests with no recorded answer, oldest first (every experiment's by default)."""
     names = [experiment] if experiment else sorted({info.experiment for info in store.branches()})
-    out = []
-    for name in names:
-        events = store.read_branch(BranchRef(name, DECISIONS_BRANCH))
-        answered = {e.payload["request_id"] for e in events if e.type == "DecisionRecorded"}
-        out += [e for e in events if e.type == "DecisionRequested" and e.payload["request_id"] not in answered]
-    return out
+    return [e for name in names for e in open_requests(store.read_branch(BranchRef(name, DECISIONS_BRANCH)))]
+
+
+def open_requests(decisions: list[StoredEvent]) -> list[StoredEvent]:
+    """The DecisionRequested events of one decisions branch's history that no
+    DecisionRecorded answers, oldest first."""
+    answered = {e.payload["request_id"] for e in decisions if e.type == "DecisionRecorded"}
+    return [e for e in decisions if e.type == "DecisionRequested" and e.payload["request_id"] not in answered]
 
 
 def find_request(store: EventStore, ident: str) -> tuple[StoredEvent, StoredEvent | None]:

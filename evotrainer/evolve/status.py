@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evotrainer.evolve.gates import open_requests
 from evotrainer.evolve.promotion import DECISIONS_BRANCH, incumbent_of, own_events
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
@@ -73,9 +74,8 @@ def experiment_status(store: EventStore, experiment: str) -> ExperimentStatus:
         running += [(e.event_id, f"{e.payload['kind']} on {info.ref} ({e.payload['task_id']})") for e in own
                     if e.type == "TaskRequested" and e.event_id not in ended]  # fmt: skip
     budget = config.get("budget_steps")
-    answered = {e.payload["request_id"] for e in main if e.type == "DecisionRecorded"}
     waiting = [f"{e.payload['request_id']}: {e.payload['subject']} on {e.payload['branch']} ({e.payload['why']})"
-               for e in main if e.type == "DecisionRequested" and e.payload["request_id"] not in answered]  # fmt: skip
+               for e in open_requests(main)]  # fmt: skip
     return ExperimentStatus(experiment, int(budget) if budget is not None else None,
                             sum(r.steps for r in rows if r.branch != DECISIONS_BRANCH),
                             str(incumbent_of(store, experiment)), rows, _with_progress(store, running),

@@ -62,7 +62,8 @@ _PROPOSER = (
 
 
 # The branches a human gate's open request is about: DecisionRequested on an experiment's
-# main with no DecisionRecorded of the same request id (evolve/gates.py's `pending`).
+# main with no DecisionRecorded of the same request id. gates.open_requests' rule in SQL:
+# the dashboard's lineage page of thousands of branches must not read main's events.
 _WAITING = (
     "SELECT q.payload ->> 'branch' FROM branches m"
     " JOIN events q ON q.branch_id = m.branch_id AND q.type = 'DecisionRequested'"
