@@ -239,7 +239,7 @@ class _Run:
         # untrained start, its rejected continuation's (the same policy and harness).
         evidence_run = run or self._continuation_run(continuation, existing)
         metrics = evidence_run.payload.get("step_metrics", []) if evidence_run is not None else []
-        trend, stalled_run = reward_trend(metrics) if evidence_run is not None else None, stalled(metrics)
+        trend, stalled_run = reward_trend(metrics), stalled(metrics)  # None and False for no run
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
         seen_on, validity = self._validity_conditions_against(incumbent, decisions)
         diagnosed += [c for c in validity if c not in diagnosed]

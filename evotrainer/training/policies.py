@@ -161,12 +161,12 @@ def resolve_policy(
         name = domain_spec or domain.name
         ref = f"policy/tiny/{domain.name}-{cache_key(name, recipe, data_seed)}"
         refs = [ref, f"{ref}.details"]
-        cached, kept = store.get_ref(ref), store.get_ref(f"{ref}.details")
+        cached, kept = (store.get_ref(r) for r in refs)
         shared = shared_store()
         # A shared cache's copy is this very policy (the ref's key is every input): copied, not trained again.
         copied = (cached is None or kept is None) and shared is not None and copy_refs(shared, store, refs)
         if copied:
-            cached, kept = store.get_ref(ref), store.get_ref(f"{ref}.details")
+            cached, kept = (store.get_ref(r) for r in refs)
         if cached is not None and kept is not None:
             # The warm start's figures were kept beside it: the checkpoint event of a cached
             # policy reads the same as the one that built it (a replay compares them). A
