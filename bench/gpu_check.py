@@ -133,6 +133,22 @@ def run_checks(
     return report
 
 
+def prepare_device(script: str, allow_cpu: bool) -> str | None:
+    """The device's name, with the hub offline, library logs off and a scratch artifact
+    store (unless EVOTRAINER_ARTIFACTS names one); None, said on stderr, where no GPU is
+    visible and `allow_cpu` is not given (CPU figures are not GPU figures)."""
+    import torch
+
+    if not torch.cuda.is_available() and not allow_cpu:
+        print(f"{script}: no CUDA device visible to torch; nothing to measure (--allow-cpu runs it on CPU)",
+              file=sys.stderr)  # fmt: skip
+        return None
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    logging.disable(logging.INFO)
+    os.environ.setdefault("EVOTRAINER_ARTIFACTS", str(Path(tempfile.mkdtemp(prefix=f"{script}-")) / "artifacts"))
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", action="append", help="smollm2, tiny or hf:DIR (repeatable; default smollm2)")
@@ -146,22 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_check: --steps must be at least 1", file=sys.stderr)
         return 2
 
+    device = prepare_device("gpu_check", args.allow_cpu)
+    if device is None:
+        return 2
     import torch
 
-    if not torch.cuda.is_available() and not args.allow_cpu:
-        print("gpu_check: no CUDA device visible to torch; nothing to measure (--allow-cpu runs it on CPU)",
-              file=sys.stderr)  # fmt: skip
-        return 2
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    logging.disable(logging.INFO)
     from evotrainer.artifacts import open_store
     from evotrainer.domains import get_domain
     from evotrainer.training import environment
 
-    os.environ.setdefault("EVOTRAINER_ARTIFACTS", str(Path(tempfile.mkdtemp(prefix="gpu-check-")) / "artifacts"))
     store, domain = open_store(), get_domain(args.domain)
     vllm = environment.vllm_available()
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     print(f"device: {device}  torch {torch.__version__}  vllm: {'installed' if vllm else 'not installed'}")
     report = run_checks(policies, args.steps, store, domain, args.domain, vllm=vllm)
     env = report[-1]["runs"][0]["environment"]

@@ -13,14 +13,13 @@ like bench/gpu_check.py it refuses to run on a CPU unless `--allow-cpu`.
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gpu_check import prepare_device  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,19 +37,14 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_learning: --steps, --k and --problems must be at least 1", file=sys.stderr)
         return 2
 
-    import torch
-
-    if not torch.cuda.is_available() and not args.allow_cpu:
-        print("gpu_learning: no CUDA device visible to torch (--allow-cpu runs it on CPU)", file=sys.stderr)
+    device = prepare_device("gpu_learning", args.allow_cpu)
+    if device is None:
         return 2
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    logging.disable(logging.INFO)
     from evotrainer.artifacts import open_store
     from evotrainer.domains import get_domain
     from evotrainer.training import EvaluationRequest, GRPOSettings, TrainingRequest, resolve_policy, train_grpo
     from evotrainer.training.evaluation import evaluate
 
-    os.environ.setdefault("EVOTRAINER_ARTIFACTS", str(Path(tempfile.mkdtemp(prefix="gpu-learning-")) / "artifacts"))
     store, domain = open_store(), get_domain(args.domain)
     start = resolve_policy(args.policy, store, domain=domain, domain_spec=args.domain).sha256
 
@@ -59,7 +53,6 @@ def main(argv: list[str] | None = None) -> int:
                                     max_completion_length=args.max_completion, part="test", batch_size=256)  # fmt: skip
         return evaluate(request, store, domain=domain).avg_at_k
 
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     print(f"{args.policy} on {args.domain}, {device}: avg@{args.k} on {args.problems} test problems")
     print(f"  start: {score(start):.3f}", flush=True)
     for lr in args.lr or [1e-6]:
