@@ -5,8 +5,11 @@ The store is shared by the module's tests so the tiny policy's warm start is bui
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -30,3 +33,14 @@ def math_domain():  # type: ignore[no-untyped-def]
     from evotrainer.domains import get_domain
 
     return get_domain(DOMAIN)
+
+
+def bench_script(name: str) -> ModuleType:
+    """A script of bench/ as a module, so a test can call its main() with arguments."""
+    path = Path(__file__).resolve().parents[2] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
