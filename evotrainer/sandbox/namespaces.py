@@ -139,7 +139,10 @@ def prepare_child(plan: ChildPlan) -> None:
     os.rmdir(b"/.oldroot")
     # CLONE_NEWPID applies to children only: the first child is PID 1 of the namespace.
     _wait_and_exit_with(os.fork())
-    # Now PID 1, still root: a /proc that shows only this namespace.
+    # Now PID 1, still root. PDEATHSIG does not survive fork: set it again, so that
+    # killing the first process (before the caller could see this one) kills the run.
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), b"prctl")
+    # A /proc that shows only this namespace.
     _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     # PID 1 ignores signals it has no handler for, so the program runs as PID 2 with
     # ordinary signal semantics, and PID 1's exit makes the kernel kill what it left.
