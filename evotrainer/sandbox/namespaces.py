@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import resource
 import signal
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ MS_NOEXEC = 8
 PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
+_OTHER_NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 _LAST_CAP = 63
 _PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41}
 
@@ -75,20 +75,67 @@ class ChildPlan:
 
 def available() -> str:
     """Empty when this host can run the sandbox, otherwise the reason it cannot."""
-    if platform.system() != "Linux":
+    if os.uname().sysname != "Linux":
         return "the sandbox needs Linux namespaces"
     if os.geteuid() != 0:
         return "the sandbox needs root to create namespaces and drop to a private uid"
-    if platform.machine() not in _PIVOT_ROOT_SYSCALL:
-        return f"pivot_root syscall number unknown for {platform.machine()}"
+    if os.uname().machine not in _PIVOT_ROOT_SYSCALL:
+        return f"pivot_root syscall number unknown for {os.uname().machine}"
     return ""
 
 
 def prepare_child(plan: ChildPlan) -> None:
-    """preexec_fn body: namespaces, private root, rlimits. Raises OSError on failure."""
+    """preexec_fn body: namespaces, private root, rlimits. Raises OSError on failure.
+
+    This process stays in the host's PID namespace and waits; its child is PID 1 of the
+    new one, and PID 1's child is the program, which returns from here ready to exec."""
     # If the parent dies, the run dies with it rather than lingering as an orphan.
+    set_parent_death_signal()
+    _check(_libc.unshare(_OTHER_NAMESPACES | CLONE_NEWPID), b"unshare")
+    build_root(plan)
+    # CLONE_NEWPID applies to children only: the first child is PID 1 of the namespace.
+    wait_and_exit_with(os.fork())
+    set_parent_death_signal()
+    mount_proc()
+    # PID 1 ignores signals it has no handler for, so the program runs as PID 2 with
+    # ordinary signal semantics, and PID 1's exit makes the kernel kill what it left.
+    wait_and_exit_with(os.fork())
+    set_parent_death_signal()
+    become_program(plan)
+
+
+def fork_into_new_pid_namespace(own_pid_namespace: int) -> int:
+    """os.fork(), the child being PID 1 of a new PID namespace (the launcher's way, which
+    needs no process between it and PID 1). `own_pid_namespace` is an open
+    /proc/self/ns/pid of the caller, which afterwards forks into its own namespace again."""
+    _check(_libc.unshare(CLONE_NEWPID), b"unshare")
+    pid = os.fork()
+    if pid != 0:
+        _check(_libc.setns(own_pid_namespace, CLONE_NEWPID), b"setns")
+    return pid
+
+
+def enter_new_namespaces() -> None:
+    """In PID 1 of a new PID namespace (fork_into_new_pid_namespace's child): new mount,
+    network, IPC and UTS namespaces too. Needs nothing of the run, so it can happen early."""
+    set_parent_death_signal()
+    _check(_libc.unshare(_OTHER_NAMESPACES), b"unshare")
+
+
+def set_parent_death_signal() -> None:
+    """SIGKILL when the parent dies. Not inherited across fork: every process of the
+    chain sets it for itself."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), b"prctl")
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID), b"unshare")
+
+
+def mount_proc() -> None:
+    """In PID 1, after build_root: a /proc that shows only this PID namespace."""
+    _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+def build_root(plan: ChildPlan) -> None:
+    """The private root (tmpfs, read-only binds, /dev, /etc, /work), then pivot_root into
+    it: every process of this mount namespace whose root was the old one is moved too."""
     # Stop mount events propagating back to the host before changing anything.
     _mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
     # Open every bound directory before the tmpfs goes over /tmp, which would hide one
@@ -132,22 +179,15 @@ def prepare_child(plan: ChildPlan) -> None:
     # pivot_root, unlike chroot, leaves no path back to the host tree once the old
     # root is detached.
     os.mkdir(root + b"/.oldroot")
-    nr = _PIVOT_ROOT_SYSCALL[platform.machine()]
+    nr = _PIVOT_ROOT_SYSCALL[os.uname().machine]
     _check(_libc.syscall(nr, root, root + b"/.oldroot"), b"pivot_root")
     os.chdir(b"/")
     _check(_libc.umount2(b"/.oldroot", MNT_DETACH), b"umount2")
     os.rmdir(b"/.oldroot")
-    # CLONE_NEWPID applies to children only: the first child is PID 1 of the namespace.
-    _wait_and_exit_with(os.fork())
-    # Now PID 1, still root. PDEATHSIG does not survive fork: set it again, so that
-    # killing the first process (before the caller could see this one) kills the run.
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), b"prctl")
-    # A /proc that shows only this namespace.
-    _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    # PID 1 ignores signals it has no handler for, so the program runs as PID 2 with
-    # ordinary signal semantics, and PID 1's exit makes the kernel kill what it left.
-    _wait_and_exit_with(os.fork())
-    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), b"prctl")
+
+
+def become_program(plan: ChildPlan) -> None:
+    """In the program's process (PID 2), root still: its limits, then no privileges."""
     os.chdir(b"/work")
     for which, soft, hard in plan.rlimits:
         resource.setrlimit(which, (soft, hard))
@@ -160,7 +200,7 @@ def prepare_child(plan: ChildPlan) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), b"prctl")
 
 
-def _wait_and_exit_with(pid: int) -> None:
+def wait_and_exit_with(pid: int) -> None:
     """In the parent of a fork: close every fd, wait for the child, exit with its status.
 
     Closing matters: subprocess learns that exec succeeded when the last copy of its

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evotrainer.errors import EvotrainerError
-from evotrainer.sandbox import launcher, namespaces
+from evotrainer.sandbox import launch, namespaces
 from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
 
 # Private uids live far above any uid a distribution hands out; one is drawn per run so
@@ -159,6 +159,8 @@ class _Started:
     signal and reap it."""
 
     pid: int
+    is_init: bool
+    """The first process is PID 1 of the run's namespace (launcher), or its parent (direct)."""
     stdin: int
     stdout: int
     stderr: int
@@ -180,9 +182,9 @@ def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> 
     try:
         try:
             launched = _launch(argv, env, plan, child_ends)
-        except (launcher.LauncherGone, OSError):
+        except (launch.LauncherGone, OSError):
             return _fork_directly(argv, env, plan, child_ends, (stdin_w, stdout_r, stderr_r))
-        return _Started(launched.pid, stdin_w, stdout_r, stderr_r, launched.alive, launched.kill,
+        return _Started(launched.pid, True, stdin_w, stdout_r, stderr_r, launched.alive, launched.kill,
                         functools.partial(_wait_launched, launched))  # fmt: skip
     except BaseException:
         for fd in (stdin_w, stdout_r, stderr_r):
@@ -194,20 +196,20 @@ def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> 
 
 
 def _launch(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan,
-            stdio: tuple[int, int, int]) -> launcher.LaunchedRun:  # fmt: skip
-    current = launcher.current()
+            stdio: tuple[int, int, int]) -> launch.LaunchedRun:  # fmt: skip
+    current = launch.current()
     try:
         return current.start(argv, env, plan, stdio)
-    except launcher.LauncherGone:
-        return launcher.replace(current).start(argv, env, plan, stdio)
+    except launch.LauncherGone:
+        return launch.replace(current).start(argv, env, plan, stdio)
 
 
-def _wait_launched(launched: launcher.LaunchedRun) -> tuple[int, float]:
+def _wait_launched(launched: launch.LaunchedRun) -> tuple[int, float]:
     try:
         return launched.wait()
-    except launcher.RunSetupError as exc:
+    except launch.RunSetupError as exc:
         raise SandboxUnavailableError(f"sandbox setup failed: {exc}") from exc
-    except launcher.LauncherGone as exc:
+    except launch.LauncherGone as exc:
         raise SandboxUnavailableError(str(exc)) from exc
 
 
@@ -235,7 +237,7 @@ def _fork_directly(argv: list[str], env: dict[str, str], plan: namespaces.ChildP
         proc.returncode = os.waitstatus_to_exitcode(status)
         return status, usage.ru_utime + usage.ru_stime
 
-    return _Started(proc.pid, *parent_ends, alive=lambda: proc.returncode is None,
+    return _Started(proc.pid, False, *parent_ends, alive=lambda: proc.returncode is None,
                     kill=lambda: os.kill(proc.pid, signal.SIGKILL), wait=wait)  # fmt: skip
 
 
@@ -301,7 +303,7 @@ def _supervise(run: _Started, stdin: bytes, config: SandboxConfig, start: float)
                 break
         # A killed namespace's processes are reaped by the kernel without their CPU time
         # reaching anyone's rusage: read what the tree used just before killing it.
-        killed_cpu = _cpu_below(run.pid) if killed_for else 0.0
+        killed_cpu = _cpu_below(run) if killed_for else 0.0
         if killed_for:
             _kill_tree(run)
     finally:
@@ -316,16 +318,13 @@ def _supervise(run: _Started, stdin: bytes, config: SandboxConfig, start: float)
     return _classify(os.waitstatus_to_exitcode(status), killed_for, out, err, wall, cpu + killed_cpu, config)
 
 
-def _cpu_below(pid: int) -> float:
+def _cpu_below(run: _Started) -> float:
     """CPU seconds (user and system, own and of reaped children) of the processes below
-    the namespace's PID 1, the program's tree: PID 1 itself is reaped by our child, whose
-    rusage counts it already."""
+    the namespace's PID 1, the program's tree: PID 1 is counted by the first process's
+    rusage already (its own, or as its reaped child)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for init in _children(pid):
-        for below in _children(init):
-            total += _tree_ticks(below)
-    return total / tick
+    inits = [run.pid] if run.is_init else _children(run.pid)
+    return sum(_tree_ticks(below) for init in inits for below in _children(init)) / tick
 
 
 def _tree_ticks(pid: int) -> int:
@@ -354,6 +353,12 @@ def _children(pid: int) -> list[int]:
 
 
 def _kill_tree(run: _Started) -> None:
+    if run.is_init:
+        try:
+            run.kill()  # see below: PID 1's death takes the namespace with it
+        except ProcessLookupError:
+            pass
+        return
     # Kill PID 1 of the namespace (the first process's only child), not the first
     # process: the kernel then kills every process in the namespace and PID 1 exits only
     # once they are all gone, so once the first process has reaped it and been reaped,
@@ -400,7 +405,7 @@ def _classify(
     if killed_for == "output":
         return result(Status.LIMIT_EXCEEDED, "output")
     # The namespace's waiters report death by signal N as 128 + N (see
-    # namespaces._wait_and_exit_with); a program that exits with 129..192 itself is misread.
+    # namespaces.wait_and_exit_with); a program that exits with 129..192 itself is misread.
     if code < 0 or 128 < code <= 128 + 64:
         sig = -code if code < 0 else code - 128
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= config.cpu_time_s):
