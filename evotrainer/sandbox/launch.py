@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -21,12 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evotrainer.sandbox import namespaces
-from evotrainer.sandbox.launcher import PID, RUN_FDS, STATUS
+from evotrainer.sandbox.launcher import PID, STATUS
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 # -I -S: no site-packages, no user paths; the launcher needs only the standard library.
-_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from evotrainer.sandbox.launcher import serve; serve(int(sys.argv[2]))"
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from evotrainer.sandbox import launcher; launcher.serve(int(sys.argv[2]))"
+)
 _FRAME_BYTES = 65536
+_GONE_WAIT_S = 10.0
 
 
 class LauncherGone(Exception):
@@ -58,7 +63,8 @@ class LaunchedRun:
         signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def wait(self) -> tuple[int, float]:
-        """(wait status, CPU seconds of the tree) once the launcher reaped the run.
+        """(wait status, CPU seconds of the tree) once PID 1 reaped the program's tree, or
+        the launcher reaped PID 1 (when it was killed).
 
         Raises OSError when the program could not be executed (as subprocess does),
         RunSetupError when its sandbox could not be set up, LauncherGone when the
@@ -69,6 +75,9 @@ class LaunchedRun:
             while True:
                 frame = self.sock.recv(_FRAME_BYTES)
                 if not frame:
+                    # PID 1 died with the launcher (PDEATHSIG). Its pidfd turns readable
+                    # only once the kernel has killed the rest of its namespace.
+                    select.select([self.pidfd], [], [], _GONE_WAIT_S)
                     raise LauncherGone("the sandbox launcher died during the run")
                 if frame[:1] == b"E":
                     error = pickle.loads(frame[1:])

@@ -34,6 +34,8 @@ from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
 _UID_BASE = 3_000_000
 _UID_SPAN = 1_000_000
 _READ_CHUNK = 65536
+LAUNCHER_SWITCH = "EVOTRAINER_SANDBOX_LAUNCHER"
+"""Set to 0 to start every run by forking the caller (the direct path) instead."""
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
@@ -174,13 +176,16 @@ class _Started:
 
 def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> _Started:
     """Start the run through this process's launcher (a new one if the old is gone), or,
-    failing that, by forking this process: both set it up with `namespaces.prepare_child`."""
+    failing that or with EVOTRAINER_SANDBOX_LAUNCHER=0, by forking this process (the
+    direct path). Both isolate it alike: the same namespaces, root, limits and uid."""
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     stderr_r, stderr_w = os.pipe()
     child_ends = (stdin_r, stdout_w, stderr_w)
     try:
         try:
+            if os.environ.get(LAUNCHER_SWITCH, "1") == "0":
+                raise launch.LauncherGone(f"{LAUNCHER_SWITCH}=0")
             launched = _launch(argv, env, plan, child_ends)
         except (launch.LauncherGone, OSError):
             return _fork_directly(argv, env, plan, child_ends, (stdin_w, stdout_r, stderr_r))
@@ -427,4 +432,3 @@ def _classify(
 def bare_run(argv: Sequence[str]) -> int:
     """A plain subprocess with no isolation: the benchmark's baseline only."""
     return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode
-

@@ -17,6 +17,7 @@ import pytest
 
 from evotrainer.sandbox import SandboxConfig, Status, run_python
 from evotrainer.sandbox.namespaces import available
+from evotrainer.sandbox.runner import LAUNCHER_SWITCH
 from tests.conftest import IN_CI
 
 # In CI a missing sandbox must fail the run, not skip it.
@@ -24,6 +25,14 @@ pytestmark = pytest.mark.skipif(bool(available()) and not IN_CI, reason=availabl
 
 PROJECT = Path(__file__).resolve().parents[2]
 FAST = SandboxConfig(wall_time_s=3.0, cpu_time_s=3)
+
+
+@pytest.fixture(autouse=True, params=["launcher", "direct"])
+def start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every escape attempt runs on both ways of starting a run: through the launcher
+    (the usual one) and by forking this process (the fallback), which must isolate alike."""
+    monkeypatch.setenv(LAUNCHER_SWITCH, "1" if request.param == "launcher" else "0")
+    return str(request.param)
 
 
 SAY_UID = "import os, sys\nprint(os.getuid(), flush=True)\n"
