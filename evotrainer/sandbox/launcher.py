@@ -141,19 +141,21 @@ def _wait_as_spare(control_fd: int, launcher_fd: int) -> NoReturn:
     os.closerange(3, keep[0])
     os.closerange(keep[0] + 1, keep[1])
     os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX"))
+    host_mounts = -1
     try:
+        host_mounts = namespaces.open_mount_namespace()
         namespaces.enter_new_namespaces()
         # The old root as working directory, so that pivot_root moves this process along.
         os.chdir("/")
         to_init, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         program = os.fork()
     except BaseException as exc:  # noqa: BLE001 - reported to the run it takes
-        _take_run(control_fd, launcher_fd, None, exc)
+        _take_run(control_fd, launcher_fd, None, host_mounts, exc)
     if program == 0:
         init_end.close()
-        _take_run(control_fd, launcher_fd, to_init, None)
-    os.close(control_fd)
-    os.close(launcher_fd)
+        _take_run(control_fd, launcher_fd, to_init, host_mounts, None)
+    for fd in (control_fd, launcher_fd, host_mounts):
+        os.close(fd)
     to_init.close()
     with init_end:
         _, fds, _, _ = socket.recv_fds(init_end, 16, 1)
@@ -162,12 +164,19 @@ def _wait_as_spare(control_fd: int, launcher_fd: int) -> NoReturn:
     _reap_and_report(program, fds[0])
 
 
-def _take_run(control_fd: int, launcher_fd: int, to_init: socket.socket | None,
+def _take_run(control_fd: int, launcher_fd: int, to_init: socket.socket | None, host_mounts: int,
               failure: BaseException | None) -> NoReturn:  # fmt: skip
-    """In PID 2 (or in PID 1 whose namespaces failed, to report that): take one request
-    from the control socket, tell the launcher and PID 1, build the root, set the
-    limits, drop privileges and exec the program."""
+    """In PID 2 (or in PID 1 whose namespaces failed, to report that): build the shared
+    part of the root, take one request from the control socket, tell the launcher and
+    PID 1, finish the root, set the limits, drop privileges and exec the program."""
     namespaces.set_parent_death_signal()
+    own_mounts = -1
+    if failure is None:
+        try:
+            own_mounts = namespaces.stage_root()
+            namespaces.mount_proc()
+        except BaseException as exc:  # noqa: BLE001 - reported to the run it takes
+            failure = exc
     with socket.socket(fileno=control_fd) as control, socket.socket(fileno=launcher_fd) as launcher:
         while True:
             msg, fds, _, _ = socket.recv_fds(control, 16, RUN_FDS)
@@ -187,18 +196,19 @@ def _take_run(control_fd: int, launcher_fd: int, to_init: socket.socket | None,
     try:
         if failure is not None:
             raise failure
+        argv, env, plan = _read_request(request_fd)
+        namespaces.finish_root(plan, host_mounts, own_mounts)
         # Python ignores these; ignored signals survive exec (subprocess resets them too).
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         for target, fd in enumerate(stdio):
             os.dup2(fd, target)
-        argv, env, plan = _read_request(request_fd)
+        # Nothing but the program's stdin, stdout, stderr and (close-on-exec) the run
+        # socket: not the namespaces' descriptors, not other runs'.
         os.closerange(3, run_sock)
         os.closerange(run_sock + 1, os.sysconf("SC_OPEN_MAX"))
         os.set_inheritable(run_sock, False)
         os.setsid()
-        namespaces.build_root(plan)
-        namespaces.mount_proc()
         namespaces.become_program(plan)
         stage = "exec"
         os.execvpe(argv[0], argv, env)

@@ -40,6 +40,12 @@ PR_SET_NO_NEW_PRIVS = 38
 _OTHER_NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 _LAST_CAP = 63
 _PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41}
+_OPEN_TREE_SYSCALL = 428  # the same number on every architecture (Linux 5.2 and later)
+_MOVE_MOUNT_SYSCALL = 429
+OPEN_TREE_CLONE = 1
+AT_RECURSIVE = 0x8000
+AT_FDCWD = -100
+MOVE_MOUNT_F_EMPTY_PATH = 4
 
 # Where the private root is assembled. Mounting over /tmp only changes this mount
 # namespace; the host's /tmp is untouched and, after pivot_root, unreachable.
@@ -66,7 +72,7 @@ class ChildPlan:
     uid: int
     tmpfs_bytes: int
     ro_binds: tuple[tuple[bytes, bytes], ...]
-    """(absolute host directory, absolute path inside) bound read-only (always /usr)."""
+    """(absolute host directory, absolute path inside) bound read-only, besides /usr."""
     etc_files: tuple[tuple[bytes, bytes], ...]
     work_files: tuple[tuple[bytes, bytes, int], ...]
     """(path relative to /work, content, mode)."""
@@ -91,8 +97,12 @@ def prepare_child(plan: ChildPlan) -> None:
     new one, and PID 1's child is the program, which returns from here ready to exec."""
     # If the parent dies, the run dies with it rather than lingering as an orphan.
     set_parent_death_signal()
+    host_mounts = open_mount_namespace()
     _check(_libc.unshare(_OTHER_NAMESPACES | CLONE_NEWPID), b"unshare")
-    build_root(plan)
+    own_mounts = stage_root()
+    finish_root(plan, host_mounts, own_mounts)
+    os.close(host_mounts)
+    os.close(own_mounts)
     # CLONE_NEWPID applies to children only: the first child is PID 1 of the namespace.
     wait_and_exit_with(os.fork())
     set_parent_death_signal()
@@ -133,22 +143,28 @@ def mount_proc() -> None:
     _mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
-def build_root(plan: ChildPlan) -> None:
-    """The private root (tmpfs, read-only binds, /dev, /etc, /work), then pivot_root into
-    it: every process of this mount namespace whose root was the old one is moved too."""
+def open_mount_namespace() -> int:
+    """A descriptor of this process's mount namespace (before stage_root: /proc is the host's)."""
+    return os.open(b"/proc/self/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+
+
+def stage_root() -> int:
+    """In a new mount namespace: the part of the private root every run shares, and
+    pivot_root into it. Needs nothing of the run, so the launcher's spare does it ahead.
+
+    A tmpfs holding read-only /usr, the merged-/usr symlinks, /dev/null, zero, random,
+    urandom and empty /etc, /proc, /tmp and /work; pivot_root, unlike chroot, leaves no
+    path back to the host tree once the old root is detached. Returns a descriptor of
+    this mount namespace, for finish_root."""
+    own_mounts = open_mount_namespace()
     # Stop mount events propagating back to the host before changing anything.
     _mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
-    # Open every bound directory before the tmpfs goes over /tmp, which would hide one
-    # that lies below /tmp; the bind then goes through the open descriptor.
-    sources = [os.open(src, os.O_PATH | os.O_DIRECTORY) for src, _ in plan.ro_binds]
-    _mount(b"tmpfs", _NEW_ROOT, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=%d,mode=755" % plan.tmpfs_bytes)
+    # Sized for the run by finish_root.
+    _mount(b"tmpfs", _NEW_ROOT, b"tmpfs", MS_NOSUID | MS_NODEV, b"size=1m,mode=755")
     root = _NEW_ROOT
-    for fd, (_, inside) in zip(sources, plan.ro_binds, strict=True):
-        dst = root + inside
-        os.makedirs(dst, exist_ok=True)
-        _mount(b"/proc/self/fd/%d" % fd, dst, None, MS_BIND | MS_REC)
-        _mount(b"none", dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-        os.close(fd)
+    os.mkdir(root + b"/usr")
+    _mount(b"/usr", root + b"/usr", None, MS_BIND | MS_REC)
+    _mount(b"none", root + b"/usr", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     # Debian's merged /usr: /bin, /lib, /lib64, /sbin are symlinks into it.
     for name in (b"bin", b"lib", b"lib64", b"sbin"):
         host = b"/" + name
@@ -159,31 +175,52 @@ def build_root(plan: ChildPlan) -> None:
         path = root + b"/dev/" + dev
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o666))
         _mount(b"/dev/" + dev, path, None, MS_BIND)
-    os.mkdir(root + b"/etc")
-    for rel, content in plan.etc_files:
-        _write(root + b"/etc/" + rel, content, 0o644)
-    os.mkdir(root + b"/proc")
-    os.mkdir(root + b"/tmp")
+    for name in (b"etc", b"proc", b"tmp", b"work"):
+        os.mkdir(root + b"/" + name)
     os.chmod(root + b"/tmp", 0o1777)
-    work = root + b"/work"
-    os.mkdir(work)
-    for rel, content, mode in plan.work_files:
-        path = work + b"/" + rel
-        parent = os.path.dirname(path)
-        os.makedirs(parent, exist_ok=True)
-        _write(path, content, mode)
-    for dirpath, dirnames, filenames in os.walk(work):
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), plan.uid, plan.uid)
-    os.chown(work, plan.uid, plan.uid)
-    # pivot_root, unlike chroot, leaves no path back to the host tree once the old
-    # root is detached.
     os.mkdir(root + b"/.oldroot")
-    nr = _PIVOT_ROOT_SYSCALL[os.uname().machine]
-    _check(_libc.syscall(nr, root, root + b"/.oldroot"), b"pivot_root")
+    _check(_libc.syscall(_PIVOT_ROOT_SYSCALL[os.uname().machine], root, root + b"/.oldroot"), b"pivot_root")
     os.chdir(b"/")
     _check(_libc.umount2(b"/.oldroot", MNT_DETACH), b"umount2")
     os.rmdir(b"/.oldroot")
+    return own_mounts
+
+
+def finish_root(plan: ChildPlan, host_mounts: int, own_mounts: int) -> None:
+    """After stage_root: the run's part of the root. Its tmpfs size, its read-only binds
+    (cloned from the host's mount namespace, where their paths mean what the caller
+    meant), /etc and the program's files in /work, owned by the run's uid."""
+    _mount(b"tmpfs", b"/", b"tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, b"size=%d,mode=755" % plan.tmpfs_bytes)
+    for source, inside in plan.ro_binds:
+        _bind_from_host(source, inside, host_mounts, own_mounts)
+    for rel, content in plan.etc_files:
+        _write(b"/etc/" + rel, content, 0o644)
+    for rel, content, mode in plan.work_files:
+        path = b"/work/" + rel
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _write(path, content, mode)
+    for dirpath, dirnames, filenames in os.walk(b"/work"):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), plan.uid, plan.uid)
+    os.chown(b"/work", plan.uid, plan.uid)
+
+
+def _bind_from_host(source: bytes, inside: bytes, host_mounts: int, own_mounts: int) -> None:
+    """Bind host directory `source` read-only at `inside`: a detached copy of its mounts
+    is taken in the host's mount namespace (open_tree) and attached here (move_mount)."""
+    os.makedirs(inside, exist_ok=True)
+    _check(_libc.setns(host_mounts, CLONE_NEWNS), b"setns")
+    tree = _libc.syscall(_OPEN_TREE_SYSCALL, AT_FDCWD, source, OPEN_TREE_CLONE | AT_RECURSIVE | os.O_CLOEXEC)
+    error = ctypes.get_errno()
+    _check(_libc.setns(own_mounts, CLONE_NEWNS), b"setns")
+    os.chdir(b"/")
+    if tree < 0:
+        raise OSError(error, f"open_tree {source.decode(errors='replace')}: {os.strerror(error)}")
+    try:
+        _check(_libc.syscall(_MOVE_MOUNT_SYSCALL, tree, b"", AT_FDCWD, inside, MOVE_MOUNT_F_EMPTY_PATH), b"move_mount")
+    finally:
+        os.close(tree)
+    _mount(b"none", inside, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def become_program(plan: ChildPlan) -> None:

@@ -77,7 +77,7 @@ def _etc_files(uid: int) -> tuple[tuple[bytes, bytes], ...]:
 
 
 def _ro_binds(config: SandboxConfig) -> tuple[tuple[bytes, bytes], ...]:
-    binds = [b"/usr"]
+    binds = []  # /usr is always bound (namespaces.stage_root)
     # An interpreter outside /usr (pyenv, a venv base) gets its own prefix bound
     # read-only, never its parent directories (which may be $HOME).
     real = os.path.realpath(config.python)
