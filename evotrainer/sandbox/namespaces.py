@@ -18,7 +18,6 @@ import ctypes
 import os
 import resource
 import signal
-from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -65,18 +64,31 @@ def _mount(source: bytes, target: bytes, fstype: bytes | None, flags: int, data:
     _check(_libc.mount(source, target, fstype, ctypes.c_ulong(flags), data), b"mount " + target)
 
 
-@dataclass(frozen=True)
 class ChildPlan:
-    """Everything the child needs, encoded by the parent before fork."""
+    """Everything the child needs, encoded by the parent before fork. A plain class, not a
+    dataclass: the launcher process imports this module, and dataclasses would bring in
+    inspect, ast and re, a third more memory for every fork to copy."""
 
-    uid: int
-    tmpfs_bytes: int
-    ro_binds: tuple[tuple[bytes, bytes], ...]
-    """(absolute host directory, absolute path inside) bound read-only, besides /usr."""
-    etc_files: tuple[tuple[bytes, bytes], ...]
-    work_files: tuple[tuple[bytes, bytes, int], ...]
-    """(path relative to /work, content, mode)."""
-    rlimits: tuple[tuple[int, int, int], ...]
+    __slots__ = ("uid", "tmpfs_bytes", "ro_binds", "etc_files", "work_files", "rlimits")
+
+    def __init__(
+        self,
+        *,
+        uid: int,
+        tmpfs_bytes: int,
+        ro_binds: tuple[tuple[bytes, bytes], ...],
+        etc_files: tuple[tuple[bytes, bytes], ...],
+        work_files: tuple[tuple[bytes, bytes, int], ...],
+        rlimits: tuple[tuple[int, int, int], ...],
+    ) -> None:
+        self.uid = uid
+        self.tmpfs_bytes = tmpfs_bytes
+        self.ro_binds = ro_binds
+        """(absolute host directory, absolute path inside) bound read-only, besides /usr."""
+        self.etc_files = etc_files
+        self.work_files = work_files
+        """(path relative to /work, content, mode)."""
+        self.rlimits = rlimits
 
 
 def available() -> str:
