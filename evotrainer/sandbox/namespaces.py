@@ -1,15 +1,20 @@
 """The Linux half of the sandbox: namespaces, a private root filesystem and rlimits.
 
-`prepare_child` runs in the forked child between fork and exec (subprocess's
-preexec_fn), as root, and only makes system calls on data the parent prepared: any
-import, lock or allocation-heavy work there could deadlock in a multi-threaded parent.
-It leaves the child in new mount, network, IPC, UTS and PID namespaces, with a tmpfs as
-its root that holds only read-only /usr (and the interpreter's prefix if it lives
-elsewhere), a few device nodes, a minimal /etc, /tmp, a /proc of its own and the
-program's /work. The process tree is: the subprocess child (host PID namespace, waits)
--> PID 1 of the new namespace (root, mounts /proc, waits) -> the program (PID 2, the
-run's private uid, no capabilities, no_new_privs, rlimits), which execs. Doing this in
-preexec_fn rather than through util-linux unshare/setpriv saves three execs per run.
+Every run ends up in new mount, network, IPC, UTS and PID namespaces created for it
+alone, with a tmpfs as its root that holds only read-only /usr (and the interpreter's
+prefix if it lives elsewhere, and the caller's `ro_mounts`), a few device nodes, a
+minimal /etc, /tmp, a /proc of its own and the program's /work; the program is PID 2
+under the namespace's PID 1 (root, waits), with the run's private uid, no capabilities,
+no_new_privs and rlimits, and execs. Two ways lead there, built from the same steps:
+
+- the launcher's (`launcher.py`): `fork_into_new_pid_namespace`, `enter_new_namespaces`,
+  `stage_root` and `mount_proc` ahead of the request, `finish_root` and `become_program`
+  when it comes;
+- the direct path, `prepare_child`, in subprocess's preexec_fn (one more process: the
+  forked child stays in the host's PID namespace and waits).
+
+Between fork and exec only system calls on data prepared before the fork: any import,
+lock or allocation-heavy work there could deadlock in a multi-threaded parent.
 """
 
 from __future__ import annotations

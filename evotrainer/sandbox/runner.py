@@ -6,8 +6,10 @@
 
 Each run gets a fresh private uid (so RLIMIT_NPROC counts only its own processes), its
 own namespaces and tmpfs root (see `namespaces.py`), and a wall-clock deadline enforced
-here by killing the whole tree. Output is read as it arrives and capped, so a program
-that prints forever is stopped instead of filling the parent's memory.
+here by killing the whole tree. It is started by this process's launcher (`launcher.py`,
+`launch.py`), or, when that is gone and cannot be restarted, by forking this process.
+Output is read as it arrives and capped, so a program that prints forever is stopped
+instead of filling the parent's memory.
 """
 
 from __future__ import annotations
