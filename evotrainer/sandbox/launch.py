@@ -2,9 +2,9 @@
 
 One launcher per caller process, started on first use and shared by all its threads. A
 process forked from the caller starts its own. When the launcher does not take a run
-(it died: the control socket is closed, or the run socket closes before `P`), the run
-has not started; the caller replaces the launcher once and then runs on the direct path
-(`runner.py`).
+(the control socket is closed, or the run socket closes before `P`), the run has not
+started; the caller tries once more, with the same launcher if its process is alive
+(its spare was lost) or a new one, and then runs on the direct path (`runner.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evotrainer.sandbox import namespaces
-from evotrainer.sandbox.launcher import PID, STATUS
+from evotrainer.sandbox.launcher import ERROR, EXEC, PID, STATUS
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 # -I -S: no site-packages, no user paths; the launcher needs only the standard library.
@@ -35,7 +35,8 @@ _GONE_WAIT_S = 10.0
 
 
 class LauncherGone(Exception):
-    """The launcher did not take the run (it died or could not start): nothing ran."""
+    """The launcher is gone: before it took the run (nothing ran) or during it (the run
+    was killed with it)."""
 
 
 class RunSetupError(Exception):
@@ -44,7 +45,7 @@ class RunSetupError(Exception):
 
 @dataclass
 class LaunchedRun:
-    """A run the launcher started: its first process's pid and pidfd, and its run socket."""
+    """A run the launcher started: the host pid and a pidfd of its PID 1, and its run socket."""
 
     pid: int
     pidfd: int
@@ -70,7 +71,7 @@ class LaunchedRun:
         RunSetupError when its sandbox could not be set up, LauncherGone when the
         launcher died before reporting.
         """
-        error = None
+        error: bytes | None = None
         try:
             while True:
                 frame = self.sock.recv(_FRAME_BYTES)
@@ -80,17 +81,17 @@ class LaunchedRun:
                     select.select([self.pidfd], [], [], _GONE_WAIT_S)
                     raise LauncherGone("the sandbox launcher died during the run")
                 if frame[:1] == b"E":
-                    error = pickle.loads(frame[1:])
+                    error = frame[1:]
                 elif frame[:1] == b"S":
                     status, cpu = STATUS.unpack(frame[1:])
                     break
         finally:
             self.close()
         if error is not None:
-            stage, errno, message = error
-            if stage == "exec":
+            stage, errno = ERROR.unpack_from(error)
+            if stage == EXEC:
                 raise OSError(errno, os.strerror(errno), self.argv0)
-            raise RunSetupError(message)
+            raise RunSetupError(error[ERROR.size :].decode(errors="replace"))
         return status, cpu
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ the control socket closes; its runs and its spare then die through PDEATHSIG.
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
 import pickle
@@ -48,6 +49,11 @@ RUN_FDS = 5
 PID = struct.Struct("!i")
 _MAX_LOST_SPARES = 3
 STATUS = struct.Struct("!id")
+ERROR = struct.Struct("!ci")
+"""`E` frames: the stage that failed (SETUP or EXEC), errno, then the message. Not pickle:
+the caller never unpickles what comes back from a run."""
+SETUP = b"s"
+EXEC = b"x"
 
 
 def serve(control_fd: int) -> None:
@@ -192,7 +198,7 @@ def _take_run(control_fd: int, launcher_fd: int, to_init: socket.socket | None, 
         if to_init is not None:
             socket.send_fds(to_init, [b"R"], [run_sock])
             to_init.close()
-    stage = "setup"
+    stage = SETUP
     try:
         if failure is not None:
             raise failure
@@ -210,8 +216,8 @@ def _take_run(control_fd: int, launcher_fd: int, to_init: socket.socket | None, 
         os.set_inheritable(run_sock, False)
         os.setsid()
         namespaces.become_program(plan)
-        stage = "exec"
-        os.execvpe(argv[0], argv, env)
+        stage = EXEC
+        _exec(argv, env)
     except BaseException as exc:  # noqa: BLE001 - everything is reported, then the run ends
         _report(run_sock, stage, exc)
     os._exit(127)
@@ -245,6 +251,23 @@ def _reap_and_report(program: int, run_sock: int) -> NoReturn:
     os._exit(0)
 
 
+def _exec(argv: list[str], env: dict[str, str]) -> NoReturn:
+    """os.execvpe's search of PATH, without its imports: once the root is pivoted, the
+    launcher's standard library is out of reach, and an import fails."""
+    if "/" in argv[0]:
+        os.execve(argv[0], argv, env)
+    not_found: OSError = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+    other: OSError | None = None
+    for directory in env.get("PATH", os.defpath).split(":"):
+        try:
+            os.execve(os.path.join(directory or ".", argv[0]), argv, env)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:  # e.g. permission denied: reported unless a later one runs
+            other = other or exc
+    raise other or not_found
+
+
 def _read_request(request_fd: int) -> tuple[list[str], dict[str, str], namespaces.ChildPlan]:
     # pread: PID 1 and PID 2 share the memfd's file offset.
     size = os.fstat(request_fd).st_size
@@ -252,9 +275,9 @@ def _read_request(request_fd: int) -> tuple[list[str], dict[str, str], namespace
     return request
 
 
-def _report(run_sock: int, stage: str, exc: BaseException) -> None:
-    errno = exc.errno if isinstance(exc, OSError) and exc.errno is not None else 0
-    _send(socket.socket(fileno=run_sock), b"E" + pickle.dumps((stage, errno, str(exc))))
+def _report(run_sock: int, stage: bytes, exc: BaseException) -> None:
+    number = exc.errno if isinstance(exc, OSError) and exc.errno is not None else 0
+    _send(socket.socket(fileno=run_sock), b"E" + ERROR.pack(stage, number) + str(exc).encode(errors="replace"))
 
 
 def _send(run: socket.socket, frame: bytes, fds: Sequence[int] = ()) -> None:

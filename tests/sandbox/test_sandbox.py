@@ -244,3 +244,13 @@ def test_run_env_adds_to_the_minimal_environment() -> None:
 
     r = run(["/bin/sh", "-c", 'echo "$EXTRA $HOME"'], config=FAST, env={"EXTRA": "yes"})
     assert r.stdout.strip() == "yes /work"
+
+
+def test_a_program_that_does_not_exist_raises_as_subprocess_does() -> None:
+    from evotrainer.sandbox import run
+
+    for argv in (["no-such-program"], ["/usr/bin/no-such-program"], ["/work/no-such-file"]):
+        with pytest.raises(FileNotFoundError):
+            run(argv, config=FAST)
+    r = run(["true"], config=FAST)  # found on the sandbox's PATH
+    assert r.status is Status.PASSED
