@@ -254,3 +254,12 @@ def test_a_program_that_does_not_exist_raises_as_subprocess_does() -> None:
             run(argv, config=FAST)
     r = run(["true"], config=FAST)  # found on the sandbox's PATH
     assert r.status is Status.PASSED
+
+
+def test_a_root_that_cannot_be_built_is_reported_and_the_next_run_works() -> None:
+    from evotrainer.sandbox import SandboxUnavailableError
+
+    missing = SandboxConfig(wall_time_s=3.0, cpu_time_s=3, ro_mounts=(("/no-such-directory", "/opt/missing"),))
+    with pytest.raises(SandboxUnavailableError, match="setup failed"):
+        run_python("print(1)", config=missing)
+    assert run_python("print(2)", config=FAST).stdout == "2\n"
