@@ -17,13 +17,21 @@ It does not filter system calls (no seccomp) and does not bound total memory acr
 run's processes with a cgroup: a run may use up to max_processes x memory_bytes.
 """
 
-from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
-from evotrainer.sandbox.runner import (
-    SandboxUnavailableError,
-    files_from_dir,
-    run,
-    run_python,
-)
+from __future__ import annotations
+
+# Names are resolved on first use (a module `__getattr__`), so that the launcher process,
+# which imports `evotrainer.sandbox.launcher`, does not load the runner and its imports.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
+    from evotrainer.sandbox.runner import SandboxUnavailableError, files_from_dir, run, run_python
+
+_WHERE = {
+    **dict.fromkeys(("SandboxConfig", "SandboxResult", "Status"), "evotrainer.sandbox.config"),
+    **dict.fromkeys(("SandboxUnavailableError", "files_from_dir", "run", "run_python"), "evotrainer.sandbox.runner"),
+}
 
 __all__ = [
     "SandboxConfig",
@@ -34,3 +42,18 @@ __all__ = [
     "run",
     "run_python",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'evotrainer.sandbox' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

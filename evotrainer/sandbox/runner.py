@@ -6,8 +6,10 @@
 
 Each run gets a fresh private uid (so RLIMIT_NPROC counts only its own processes), its
 own namespaces and tmpfs root (see `namespaces.py`), and a wall-clock deadline enforced
-here by killing the whole tree. Output is read as it arrives and capped, so a program
-that prints forever is stopped instead of filling the parent's memory.
+here by killing the whole tree. It is started by this process's launcher (`launcher.py`,
+`launch.py`), or, when that is gone and cannot be restarted, by forking this process.
+Output is read as it arrives and capped, so a program that prints forever is stopped
+instead of filling the parent's memory.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from evotrainer.errors import EvotrainerError
-from evotrainer.sandbox import namespaces
+from evotrainer.sandbox import launch, namespaces
 from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
 
 # Private uids live far above any uid a distribution hands out; one is drawn per run so
@@ -33,6 +36,8 @@ from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
 _UID_BASE = 3_000_000
 _UID_SPAN = 1_000_000
 _READ_CHUNK = 65536
+LAUNCHER_SWITCH = "EVOTRAINER_SANDBOX_LAUNCHER"
+"""Set to 0 to start every run by forking the caller (the direct path) instead."""
 _ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
@@ -74,7 +79,7 @@ def _etc_files(uid: int) -> tuple[tuple[bytes, bytes], ...]:
 
 
 def _ro_binds(config: SandboxConfig) -> tuple[tuple[bytes, bytes], ...]:
-    binds = [b"/usr"]
+    binds = []  # /usr is always bound (namespaces.stage_root)
     # An interpreter outside /usr (pyenv, a venv base) gets its own prefix bound
     # read-only, never its parent directories (which may be $HOME).
     real = os.path.realpath(config.python)
@@ -147,13 +152,85 @@ def run(
     )
     stdin_bytes = stdin.encode() if isinstance(stdin, str) else bytes(stdin)
     start = time.monotonic()
+    started = _start(list(argv), {**_ENV, **(env or {})}, plan)
+    return _supervise(started, stdin_bytes, config, start)
+
+
+@dataclass
+class _Started:
+    """A started run as the supervisor sees it: its first process (host PID namespace,
+    the waiter above the namespace's PID 1), the parent's ends of its pipes, and how to
+    signal and reap it."""
+
+    pid: int
+    is_init: bool
+    """The first process is PID 1 of the run's namespace (launcher), or its parent (direct)."""
+    stdin: int
+    stdout: int
+    stderr: int
+    alive: Callable[[], bool]
+    """The first process is not reaped yet, so `pid` still names it."""
+    kill: Callable[[], None]
+    """SIGKILL to the first process."""
+    wait: Callable[[], tuple[int, float]]
+    """Blocks until it is reaped: (wait status, CPU seconds of the tree)."""
+
+
+def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> _Started:
+    """Start the run through this process's launcher (a new one if the old is gone), or,
+    failing that or with EVOTRAINER_SANDBOX_LAUNCHER=0, by forking this process (the
+    direct path). Both isolate it alike: the same namespaces, root, limits and uid."""
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    stderr_r, stderr_w = os.pipe()
+    child_ends = (stdin_r, stdout_w, stderr_w)
+    try:
+        try:
+            if os.environ.get(LAUNCHER_SWITCH, "1") == "0":
+                raise launch.LauncherGone(f"{LAUNCHER_SWITCH}=0")
+            launched = _launch(argv, env, plan, child_ends)
+        except (launch.LauncherGone, OSError):
+            return _fork_directly(argv, env, plan, child_ends, (stdin_w, stdout_r, stderr_r))
+        return _Started(launched.pid, True, stdin_w, stdout_r, stderr_r, launched.alive, launched.kill,
+                        functools.partial(_wait_launched, launched))  # fmt: skip
+    except BaseException:
+        for fd in (stdin_w, stdout_r, stderr_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in child_ends:
+            os.close(fd)
+
+
+def _launch(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan,
+            stdio: tuple[int, int, int]) -> launch.LaunchedRun:  # fmt: skip
+    current = launch.current()
+    try:
+        return current.start(argv, env, plan, stdio)
+    except launch.LauncherGone:
+        return launch.replace(current).start(argv, env, plan, stdio)
+
+
+def _wait_launched(launched: launch.LaunchedRun) -> tuple[int, float]:
+    try:
+        return launched.wait()
+    except launch.RunSetupError as exc:
+        raise SandboxUnavailableError(f"sandbox setup failed: {exc}") from exc
+    except launch.LauncherGone as exc:
+        raise SandboxUnavailableError(str(exc)) from exc
+
+
+def _fork_directly(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan,
+                   child_ends: tuple[int, int, int], parent_ends: tuple[int, int, int]) -> _Started:  # fmt: skip
+    """The path without a launcher: subprocess forks this process and runs prepare_child
+    between fork and exec (the same isolation, at the cost of forking a larger process)."""
     try:
         proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env={**_ENV, **(env or {})},
+            argv,
+            stdin=child_ends[0],
+            stdout=child_ends[1],
+            stderr=child_ends[2],
+            env=env,
             cwd="/",
             close_fds=True,
             start_new_session=True,
@@ -161,7 +238,14 @@ def run(
         )
     except subprocess.SubprocessError as exc:
         raise SandboxUnavailableError(f"sandbox setup failed: {exc}") from exc
-    return _supervise(proc, stdin_bytes, config, start)
+
+    def wait() -> tuple[int, float]:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        return status, usage.ru_utime + usage.ru_stime
+
+    return _Started(proc.pid, False, *parent_ends, alive=lambda: proc.returncode is None,
+                    kill=lambda: os.kill(proc.pid, signal.SIGKILL), wait=wait)  # fmt: skip
 
 
 def run_python(
@@ -179,77 +263,75 @@ def run_python(
     return run([config.python, "-I", "-S", script_name], files=all_files, stdin=stdin, config=config)
 
 
-def _supervise(proc: subprocess.Popen[bytes], stdin: bytes, config: SandboxConfig, start: float) -> SandboxResult:
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+def _supervise(run: _Started, stdin: bytes, config: SandboxConfig, start: float) -> SandboxResult:
     deadline = start + config.wall_time_s
-    buffers: dict[int, bytearray] = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    buffers: dict[int, bytearray] = {run.stdout: bytearray(), run.stderr: bytearray()}
     sel = selectors.DefaultSelector()
-    for stream in (proc.stdout, proc.stderr):
-        os.set_blocking(stream.fileno(), False)
-        sel.register(stream.fileno(), selectors.EVENT_READ)
+    for fd in (run.stdout, run.stderr):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
     pending = memoryview(stdin)
-    stdin_fd = proc.stdin.fileno()
+    stdin_open = True
     if pending:
-        os.set_blocking(proc.stdin.fileno(), False)
-        sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+        os.set_blocking(run.stdin, False)
+        sel.register(run.stdin, selectors.EVENT_WRITE)
     else:
-        proc.stdin.close()
+        os.close(run.stdin)
+        stdin_open = False
     killed_for = ""
     open_reads = 2
-    while open_reads:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            killed_for = "wall"
-            break
-        for key, _ in sel.select(timeout=min(remaining, 0.5)):
-            fd = key.fd
-            if fd == stdin_fd:
-                try:
-                    pending = pending[os.write(fd, pending[:_READ_CHUNK]) :]
-                except BrokenPipeError:
-                    pending = pending[:0]
-                if not pending:
+    try:
+        while open_reads:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                killed_for = "wall"
+                break
+            for key, _ in sel.select(timeout=min(remaining, 0.5)):
+                fd = key.fd
+                if fd == run.stdin:
+                    try:
+                        pending = pending[os.write(fd, pending[:_READ_CHUNK]) :]
+                    except BrokenPipeError:
+                        pending = pending[:0]
+                    if not pending:
+                        sel.unregister(fd)
+                        os.close(fd)
+                        stdin_open = False
+                    continue
+                chunk = os.read(fd, _READ_CHUNK)
+                if not chunk:
                     sel.unregister(fd)
-                    proc.stdin.close()
-                continue
-            chunk = os.read(fd, _READ_CHUNK)
-            if not chunk:
-                sel.unregister(fd)
-                open_reads -= 1
-                continue
-            buffers[fd] += chunk
-            if len(buffers[fd]) > config.max_output_bytes:
-                killed_for = "output"
+                    open_reads -= 1
+                    continue
+                buffers[fd] += chunk
+                if len(buffers[fd]) > config.max_output_bytes:
+                    killed_for = "output"
+            if killed_for:
+                break
+        # A killed namespace's processes are reaped by the kernel without their CPU time
+        # reaching anyone's rusage: read what the tree used just before killing it.
+        killed_cpu = _cpu_below(run) if killed_for else 0.0
         if killed_for:
-            break
-    # A killed namespace's processes are reaped by the kernel without their CPU time
-    # reaching anyone's rusage: read what the tree used just before killing it.
-    killed_cpu = _cpu_below(proc.pid) if killed_for else 0.0
-    if killed_for:
-        _kill_tree(proc)
-    sel.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        stream.close()
+            _kill_tree(run)
+    finally:
+        sel.close()
+        for fd in (run.stdin, run.stdout, run.stderr) if stdin_open else (run.stdout, run.stderr):
+            os.close(fd)
+    status, cpu = run.wait()
     wall = time.monotonic() - start
-    cpu = usage.ru_utime + usage.ru_stime + killed_cpu
     out_buf, err_buf = buffers.values()
     out = bytes(out_buf[: config.max_output_bytes]).decode(errors="replace")
     err = bytes(err_buf[: config.max_output_bytes]).decode(errors="replace")
-    return _classify(proc.returncode, killed_for, out, err, wall, cpu, config)
+    return _classify(os.waitstatus_to_exitcode(status), killed_for, out, err, wall, cpu + killed_cpu, config)
 
 
-def _cpu_below(pid: int) -> float:
+def _cpu_below(run: _Started) -> float:
     """CPU seconds (user and system, own and of reaped children) of the processes below
-    the namespace's PID 1, the program's tree: PID 1 itself is reaped by our child, whose
-    rusage counts it already."""
+    the namespace's PID 1, the program's tree: PID 1 is counted by the first process's
+    rusage already (its own, or as its reaped child)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for init in _children(pid):
-        for below in _children(init):
-            total += _tree_ticks(below)
-    return total / tick
+    inits = [run.pid] if run.is_init else _children(run.pid)
+    return sum(_tree_ticks(below) for init in inits for below in _children(init)) / tick
 
 
 def _tree_ticks(pid: int) -> int:
@@ -277,23 +359,45 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _kill_tree(proc: subprocess.Popen[bytes]) -> None:
-    # Kill PID 1 of the namespace (our child's only child), not our child: the kernel
-    # then kills every process in the namespace and PID 1 exits only once they are all
-    # gone, so when our child has reaped it and we have reaped our child, nothing of the
-    # run is left. Before the fork there is no grandchild and killing our child is
-    # enough (PID 1 would get SIGKILL through PDEATHSIG). Neither pid has been reaped,
-    # so neither can have been reused.
-    try:
-        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-            children = [int(pid) for pid in f.read().split()]
-    except FileNotFoundError:
-        children = []
-    for pid in children or [proc.pid]:
+def _kill_tree(run: _Started) -> None:
+    if run.is_init:
         try:
-            os.kill(pid, signal.SIGKILL)
+            run.kill()  # see below: PID 1's death takes the namespace with it
         except ProcessLookupError:
             pass
+        return
+    # Kill PID 1 of the namespace (the first process's only child), not the first
+    # process: the kernel then kills every process in the namespace and PID 1 exits only
+    # once they are all gone, so once the first process has reaped it and been reaped,
+    # nothing of the run is left. Before that fork there is no PID 1 and killing the
+    # first process is enough (PID 1 would get SIGKILL through PDEATHSIG).
+    for child in _children(run.pid):
+        try:
+            pidfd = os.pidfd_open(child)
+        except ProcessLookupError:
+            continue
+        try:
+            # The pidfd pins whatever process has this pid now; it is PID 1 if its parent
+            # is the first process and that is still unreaped (so its pid not recycled).
+            if _parent_of(child) == run.pid and run.alive():
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                return
+        except ProcessLookupError:
+            pass
+        finally:
+            os.close(pidfd)
+    try:
+        run.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0
 
 
 def _classify(
@@ -308,7 +412,7 @@ def _classify(
     if killed_for == "output":
         return result(Status.LIMIT_EXCEEDED, "output")
     # The namespace's waiters report death by signal N as 128 + N (see
-    # namespaces._wait_and_exit_with); a program that exits with 129..192 itself is misread.
+    # namespaces.wait_and_exit_with); a program that exits with 129..192 itself is misread.
     if code < 0 or 128 < code <= 128 + 64:
         sig = -code if code < 0 else code - 128
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= config.cpu_time_s):
@@ -330,4 +434,3 @@ def _classify(
 def bare_run(argv: Sequence[str]) -> int:
     """A plain subprocess with no isolation: the benchmark's baseline only."""
     return subprocess.run(list(argv), stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode
-

@@ -17,6 +17,7 @@ import pytest
 
 from evotrainer.sandbox import SandboxConfig, Status, run_python
 from evotrainer.sandbox.namespaces import available
+from evotrainer.sandbox.runner import LAUNCHER_SWITCH
 from tests.conftest import IN_CI
 
 # In CI a missing sandbox must fail the run, not skip it.
@@ -24,6 +25,14 @@ pytestmark = pytest.mark.skipif(bool(available()) and not IN_CI, reason=availabl
 
 PROJECT = Path(__file__).resolve().parents[2]
 FAST = SandboxConfig(wall_time_s=3.0, cpu_time_s=3)
+
+
+@pytest.fixture(autouse=True, params=["launcher", "direct"])
+def start_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every escape attempt runs on both ways of starting a run: through the launcher
+    (the usual one) and by forking this process (the fallback), which must isolate alike."""
+    monkeypatch.setenv(LAUNCHER_SWITCH, "1" if request.param == "launcher" else "0")
+    return str(request.param)
 
 
 SAY_UID = "import os, sys\nprint(os.getuid(), flush=True)\n"
@@ -235,3 +244,22 @@ def test_run_env_adds_to_the_minimal_environment() -> None:
 
     r = run(["/bin/sh", "-c", 'echo "$EXTRA $HOME"'], config=FAST, env={"EXTRA": "yes"})
     assert r.stdout.strip() == "yes /work"
+
+
+def test_a_program_that_does_not_exist_raises_as_subprocess_does() -> None:
+    from evotrainer.sandbox import run
+
+    for argv in (["no-such-program"], ["/usr/bin/no-such-program"], ["/work/no-such-file"]):
+        with pytest.raises(FileNotFoundError):
+            run(argv, config=FAST)
+    r = run(["true"], config=FAST)  # found on the sandbox's PATH
+    assert r.status is Status.PASSED
+
+
+def test_a_root_that_cannot_be_built_is_reported_and_the_next_run_works() -> None:
+    from evotrainer.sandbox import SandboxUnavailableError
+
+    missing = SandboxConfig(wall_time_s=3.0, cpu_time_s=3, ro_mounts=(("/no-such-directory", "/opt/missing"),))
+    with pytest.raises(SandboxUnavailableError, match="setup failed"):
+        run_python("print(1)", config=missing)
+    assert run_python("print(2)", config=FAST).stdout == "2\n"

@@ -1,0 +1,196 @@
+"""The caller's side of the launcher (`launcher.py`): start it, hand it runs, read what it reports.
+
+One launcher per caller process, started on first use and shared by all its threads. A
+process forked from the caller starts its own. When the launcher does not take a run
+(the control socket is closed, or the run socket closes before `P`), the run has not
+started; the caller tries once more, with the same launcher if its process is alive
+(its spare was lost) or a new one, and then runs on the direct path (`runner.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evotrainer.sandbox import namespaces
+from evotrainer.sandbox.launcher import ERROR, EXEC, PID, STATUS
+
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+# -I -S: no site-packages, no user paths; the launcher needs only the standard library.
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from evotrainer.sandbox import launcher; launcher.serve(int(sys.argv[2]))"
+)
+_FRAME_BYTES = 65536
+_GONE_WAIT_S = 10.0
+
+
+class LauncherGone(Exception):
+    """The launcher is gone: before it took the run (nothing ran) or during it (the run
+    was killed with it)."""
+
+
+class RunSetupError(Exception):
+    """The run's namespaces, root or limits could not be set up (the run never executed)."""
+
+
+@dataclass
+class LaunchedRun:
+    """A run the launcher started: the host pid and a pidfd of its PID 1, and its run socket."""
+
+    pid: int
+    pidfd: int
+    sock: socket.socket
+    argv0: str
+
+    def alive(self) -> bool:
+        """The first process has not been reaped (so `pid` still names it)."""
+        try:
+            signal.pidfd_send_signal(self.pidfd, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def kill(self) -> None:
+        signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+
+    def wait(self) -> tuple[int, float]:
+        """(wait status, CPU seconds of the tree) once PID 1 reaped the program's tree, or
+        the launcher reaped PID 1 (when it was killed).
+
+        Raises OSError when the program could not be executed (as subprocess does),
+        RunSetupError when its sandbox could not be set up, LauncherGone when the
+        launcher died before reporting.
+        """
+        error: bytes | None = None
+        try:
+            while True:
+                frame = self.sock.recv(_FRAME_BYTES)
+                if not frame:
+                    # PID 1 died with the launcher (PDEATHSIG). Its pidfd turns readable
+                    # only once the kernel has killed the rest of its namespace.
+                    select.select([self.pidfd], [], [], _GONE_WAIT_S)
+                    raise LauncherGone("the sandbox launcher died during the run")
+                if frame[:1] == b"E":
+                    error = frame[1:]
+                elif frame[:1] == b"S":
+                    status, cpu = STATUS.unpack(frame[1:])
+                    break
+        finally:
+            self.close()
+        if error is not None:
+            stage, errno = ERROR.unpack_from(error)
+            if stage == EXEC:
+                raise OSError(errno, os.strerror(errno), self.argv0)
+            raise RunSetupError(error[ERROR.size :].decode(errors="replace"))
+        return status, cpu
+
+    def close(self) -> None:
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+        self.sock.close()
+
+
+class Launcher:
+    """The caller's handle on one launcher process."""
+
+    def __init__(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        with theirs:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _BOOT, _PROJECT_ROOT, str(theirs.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # a Ctrl-C meant for the caller is not for it
+            )
+        self.control = ours
+        self.owner = os.getpid()
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str], plan: namespaces.ChildPlan,
+              stdio: tuple[int, int, int]) -> LaunchedRun:  # fmt: skip
+        """Hand a run to the launcher; raises LauncherGone if it did not take it."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        request = os.memfd_create("sandbox-request", os.MFD_CLOEXEC)
+        try:
+            with os.fdopen(os.dup(request), "wb") as f:
+                pickle.dump((list(argv), dict(env), plan), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.lseek(request, 0, os.SEEK_SET)
+            try:
+                socket.send_fds(self.control, [b"R"], [theirs.fileno(), request, *stdio], socket.MSG_NOSIGNAL)
+            except OSError as exc:
+                raise LauncherGone(f"the sandbox launcher is gone: {exc}") from exc
+        finally:
+            theirs.close()
+            os.close(request)
+        try:
+            msg, fds, _, _ = socket.recv_fds(ours, _FRAME_BYTES, 1)
+        except OSError as exc:
+            ours.close()
+            raise LauncherGone(f"the sandbox launcher is gone: {exc}") from exc
+        if msg[:1] != b"P" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            ours.close()
+            raise LauncherGone("the sandbox launcher died before starting the run")
+        (pid,) = PID.unpack(msg[1:])
+        return LaunchedRun(pid=pid, pidfd=fds[0], sock=ours, argv0=argv[0])
+
+    def stop(self) -> None:
+        self.control.close()
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+_lock = threading.Lock()
+_current: Launcher | None = None
+_inherited: list[Launcher] = []
+
+
+def current() -> Launcher:
+    """This process's launcher, started on first use (one per process, shared by threads)."""
+    global _current
+    with _lock:
+        if _current is None or _current.owner != os.getpid():
+            _current = Launcher()
+        return _current
+
+
+def replace(failed: Launcher) -> Launcher:
+    """The launcher to try again after `failed` did not take a run: the same one if its
+    process is alive (its spare was lost, it forks another), else a new one."""
+    global _current
+    with _lock:
+        if _current is failed and failed.process.poll() is not None:
+            failed.stop()
+            _current = None
+        if _current is None:
+            _current = Launcher()
+        return _current
+
+
+def _forget_after_fork() -> None:
+    # A forked child starts its own launcher: it must not hold its parent's control
+    # socket (which keeps that launcher alive) nor a lock another thread held at the
+    # fork. Only system calls here, which is safe between fork and exec too; the old
+    # handle is kept, not collected, since its process is the parent's to reap.
+    global _lock, _current
+    _lock = threading.Lock()
+    if _current is not None:
+        os.close(_current.control.detach())
+        _inherited.append(_current)
+    _current = None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
