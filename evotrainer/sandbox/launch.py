@@ -32,11 +32,21 @@ _BOOT = (
 )
 _FRAME_BYTES = 65536
 _GONE_WAIT_S = 10.0
+START_TIMEOUT_S = 30.0
+"""How long a launcher may take to say it started a run. Starting one takes milliseconds
+(its spare is forked ahead); a launcher silent this long is stuck (stopped, or starved of
+memory), so it is killed and the run goes to a new one rather than blocking its caller."""
 
 
 class LauncherGone(Exception):
     """The launcher is gone: before it took the run (nothing ran) or during it (the run
     was killed with it)."""
+
+
+class LauncherStuck(Exception):
+    """The launcher did not answer in time and was killed. The run may have started (the
+    spare takes a request before the launcher acknowledges it), so it is not started again
+    elsewhere: that could run it twice."""
 
 
 class RunSetupError(Exception):
@@ -119,7 +129,8 @@ class Launcher:
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], plan: namespaces.ChildPlan,
               stdio: tuple[int, int, int]) -> LaunchedRun:  # fmt: skip
-        """Hand a run to the launcher; raises LauncherGone if it did not take it."""
+        """Hand a run to the launcher; raises LauncherGone if it did not take it, LauncherStuck
+        if it did not say in time whether it did."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         request = os.memfd_create("sandbox-request", os.MFD_CLOEXEC)
         try:
@@ -133,11 +144,18 @@ class Launcher:
         finally:
             theirs.close()
             os.close(request)
+        ours.settimeout(START_TIMEOUT_S)
         try:
             msg, fds, _, _ = socket.recv_fds(ours, _FRAME_BYTES, 1)
+        except TimeoutError as exc:
+            ours.close()
+            self.process.kill()  # its spare, and anything it started, die with it
+            self.process.wait()  # so that `replace` sees it gone and starts another
+            raise LauncherStuck(f"the sandbox launcher did not answer in {START_TIMEOUT_S:g} s; killed it") from exc
         except OSError as exc:
             ours.close()
             raise LauncherGone(f"the sandbox launcher is gone: {exc}") from exc
+        ours.settimeout(None)  # the run's own limits bound the wait for its end
         if msg[:1] != b"P" or len(fds) != 1:
             for fd in fds:
                 os.close(fd)

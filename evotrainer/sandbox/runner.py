@@ -191,6 +191,8 @@ def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> 
             launched = _launch(argv, env, plan, child_ends)
         except (launch.LauncherGone, OSError):
             return _fork_directly(argv, env, plan, child_ends, (stdin_w, stdout_r, stderr_r))
+        except launch.LauncherStuck as exc:
+            raise SandboxUnavailableError(str(exc)) from exc
         return _Started(launched.pid, True, stdin_w, stdout_r, stderr_r, launched.alive, launched.kill,
                         functools.partial(_wait_launched, launched))  # fmt: skip
     except BaseException:

@@ -221,6 +221,26 @@ def test_a_launcher_killed_during_a_run_ends_it_and_leaves_nothing() -> None:
     assert run_python("print(3)", config=FAST).stdout == "3\n"
 
 
+def test_a_stuck_launcher_is_killed_and_its_runs_go_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "START_TIMEOUT_S", 2.0)
+    assert run_python("pass", config=FAST).passed
+    old = launch.current()
+    os.kill(old.process.pid, signal.SIGSTOP)  # alive but silent: a caller must not hang on it
+    try:
+        began = time.monotonic()
+        # Its spare may have started the run before the launcher could say so: the run is
+        # lost (an infrastructure fault, not a verdict), never started a second time.
+        with pytest.raises(SandboxUnavailableError, match="did not answer in 2 s"):
+            run_python("print(0)", config=FAST)
+        assert time.monotonic() - began < 10
+        assert old.process.poll() == -signal.SIGKILL
+        assert run_python("print(1)", config=FAST).stdout == "1\n"
+        assert launch.current() is not old
+    finally:
+        if old.process.poll() is None:
+            os.kill(old.process.pid, signal.SIGCONT)
+
+
 def test_a_forked_child_starts_a_launcher_of_its_own() -> None:
     assert run_python("pass", config=FAST).passed
     parent_launcher = launch.current().process.pid
