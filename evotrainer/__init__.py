@@ -14,11 +14,9 @@ pydantic or torch. See docs/api.md for the reference.
 
 from __future__ import annotations
 
-# No imports at run time: `typing` and `importlib` only where needed.
+# No imports at run time but the few lines of lazy_names.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from evotrainer.client import Client, MissingExtraError, Table, connect
     from evotrainer.client.results import (
         Audit,
@@ -52,6 +50,8 @@ if TYPE_CHECKING:
     from evotrainer.store import StoredEvent
 
 # Public name -> the module that defines it.
+from evotrainer.lazy_names import lazy_names  # noqa: E402 (after the TYPE_CHECKING block)
+
 _WHERE: dict[str, str] = {
     "connect": "evotrainer.client",
     "Client": "evotrainer.client",
@@ -103,16 +103,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'evotrainer' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # resolved once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)

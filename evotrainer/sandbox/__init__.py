@@ -23,10 +23,10 @@ from __future__ import annotations
 # which imports `evotrainer.sandbox.launcher`, does not load the runner and its imports.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from evotrainer.sandbox.config import SandboxConfig, SandboxResult, Status
     from evotrainer.sandbox.runner import SandboxUnavailableError, files_from_dir, run, run_python
+
+from evotrainer.lazy_names import lazy_names  # noqa: E402 (after the TYPE_CHECKING block)
 
 _WHERE = {
     **dict.fromkeys(("SandboxConfig", "SandboxResult", "Status"), "evotrainer.sandbox.config"),
@@ -44,16 +44,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'evotrainer.sandbox' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # resolved once
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_WHERE})
+__getattr__, __dir__ = lazy_names(__name__, _WHERE)
