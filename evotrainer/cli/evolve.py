@@ -160,11 +160,14 @@ def compare_command(
         print_json({**stored.payload, "recorded_at": f"{stored.experiment}/{stored.branch}@{stored.seq}"})
         return
     p = stored.payload
-    print_line("seed   fixed    loop     gain  loop steps  fixed s  loop s")
+    # loop steps: what the loop spent; in policy: what its final policy carries (a comparison
+    # recorded before that was kept shows "-").
+    print_line("seed   fixed    loop     gain  loop steps  in policy  fixed s  loop s")
     for row in p["seeds"]:
         fixed, loop = row["fixed"], row["loop"]
         print_line(f"{row['seed']:>4}  {fixed['score']:6.3f}  {loop['score']:6.3f}  {row['gain']:+7.3f}  "
-                   f"{loop['steps']:>10}  {fixed['wall_seconds']:7.0f}  {loop['wall_seconds']:6.0f}")
+                   f"{loop['steps']:>10}  {loop.get('trained_steps', '-'):>9}  {fixed['wall_seconds']:7.0f}  "
+                   f"{loop['wall_seconds']:6.0f}")
     low, high = p["interval"]
     print_line(f"mean  {p['fixed_mean']:6.3f}  {p['loop_mean']:6.3f}  {p['gain']:+7.3f}  "
                f"({p['confidence']:.0%} interval [{low:+.3f}, {high:+.3f}], seeds and {p['problems']} test problems)")

@@ -496,11 +496,12 @@ class Client:
         _quiet_when_local()
         stored = compare(self.store, loaded, seeds, budget_steps, say=say or (lambda line: None))
         p = stored.payload
-        rows = [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"]) for r in p["seeds"]]
+        rows = [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"],
+                 r["loop"].get("trained_steps")) for r in p["seeds"]]  # fmt: skip
         low, high = p["interval"]
+        columns = ("seed", "fixed", "loop", "gain", "loop_steps", "loop_policy_steps")
         return Comparison(p["gain"], (low, high), p["loop_mean"], p["fixed_mean"],
-                          f"{stored.experiment}/{stored.branch}@{stored.seq}",
-                          Table(("seed", "fixed", "loop", "gain", "loop_steps"), rows), p)  # fmt: skip
+                          f"{stored.experiment}/{stored.branch}@{stored.seq}", Table(columns, rows), p)  # fmt: skip
 
     # -- helpers --------------------------------------------------------------------
 

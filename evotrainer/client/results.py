@@ -293,7 +293,8 @@ class Comparison:
     fixed_mean: float
     recorded_at: str
     seeds: Table[tuple[Any, ...]]
-    """seed, fixed score, loop score, gain, loop steps."""
+    """seed, fixed score, loop score, gain, loop steps (spent), loop policy steps (the GRPO
+    steps its final policy carries; None in a comparison recorded before they were kept)."""
     payload: dict[str, Any]
 
 

@@ -55,6 +55,9 @@ class Arm:
     policy: str
     score: float
     steps: int
+    """GRPO steps the side spent (the loop's rejected candidates included)."""
+    trained_steps: int
+    """GRPO steps its final policy carries: its training runs, back to the start."""
     wall_seconds: float
     results_sha256: str
 
@@ -144,12 +147,27 @@ def _scored(
     produced = run_task(store, branch, "evaluate", {**protocol, "policy": policy}, config.task_timeout_s)
     score = next(e.payload for e in produced if e.type == "EvaluationRecorded")
     return Arm(branch.experiment, branch.branch, policy, float(score["avg_at_k"]), steps,
-               time.monotonic() - started, score["results_sha256"])  # fmt: skip
+               trained_steps(store.read_branch(branch), policy), time.monotonic() - started,
+               score["results_sha256"])  # fmt: skip
+
+
+def trained_steps(history: list[StoredEvent], policy: str) -> int:
+    """The GRPO steps `policy` carries: each training run that produced it, followed back
+    through the policy that run started from, as far as the history records."""
+    runs = {e.payload["policy_sha256"]: (e.payload["base_policy_sha256"], int(e.payload["steps"]))
+            for e in history if e.type == "TrainingCompleted"}  # fmt: skip
+    steps, seen = 0, set()
+    while policy in runs and policy not in seen:
+        seen.add(policy)
+        policy, run_steps = runs[policy]
+        steps += run_steps
+    return steps
 
 
 def _arm_json(arm: Arm) -> dict[str, Any]:
     return {"experiment": arm.experiment, "branch": arm.branch, "policy": arm.policy, "score": arm.score,
-            "steps": arm.steps, "wall_seconds": arm.wall_seconds, "results_sha256": arm.results_sha256}  # fmt: skip
+            "steps": arm.steps, "trained_steps": arm.trained_steps, "wall_seconds": arm.wall_seconds,
+            "results_sha256": arm.results_sha256}  # fmt: skip
 
 
 def _create(store: EventStore, name: str, config: ExperimentConfig, description: str) -> None:

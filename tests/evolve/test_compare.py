@@ -31,6 +31,9 @@ def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: 
     assert [row["seed"] for row in p["seeds"]] == [0, 1] and p["budget_steps"] == 6
     for row in p["seeds"]:
         assert row["fixed"]["steps"] == 6 and 0 < row["loop"]["steps"] <= 6
+        # What the final policies carry: the recipe's one run; the loop's promoted chunks only.
+        assert row["fixed"]["trained_steps"] == 6
+        assert row["loop"]["trained_steps"] in (0, 3, 6) and row["loop"]["trained_steps"] <= row["loop"]["steps"]
         assert row["fixed"]["experiment"] == f"cmp-s{row['seed']}-fixed"
         assert row["gain"] == pytest.approx(row["loop"]["score"] - row["fixed"]["score"])
     low, high = p["interval"]
@@ -56,8 +59,8 @@ def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: 
     client = Client(store)
     result = client.compare(config.model_dump(mode="json"), seeds=2)
     assert (result.gain, result.interval, result.recorded_at) == (p["gain"], (low, high), "cmp-compare/main@2")
-    assert list(result.seeds.rows) == [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"])
-                                 for r in p["seeds"]]  # fmt: skip
+    assert list(result.seeds.rows) == [(r["seed"], r["fixed"]["score"], r["loop"]["score"], r["gain"], r["loop"]["steps"],
+                                        r["loop"]["trained_steps"]) for r in p["seeds"]]  # fmt: skip
     assert {info.name: store.head(info.ref) for info in store.branches()} == positions
     with pytest.raises(UsageError, match="at least 1 seed"):
         client.compare(config, seeds=0)
