@@ -1,10 +1,13 @@
 """The caller's side of the launcher (`launcher.py`): start it, hand it runs, read what it reports.
 
 One launcher per caller process, started on first use and shared by all its threads. A
-process forked from the caller starts its own. When the launcher does not take a run
-(the control socket is closed, or the run socket closes before `P`), the run has not
-started; the caller tries once more, with the same launcher if its process is alive
-(its spare was lost) or a new one, and then runs on the direct path (`runner.py`).
+process forked from the caller starts its own. The spare that takes a run says so first
+(`A` on the run socket), before anything of the run can happen. Without that `A` (the
+control socket is closed, or the run socket closes or stays silent) the run has not
+started: the caller tries once more, with the same launcher if its process is alive (its
+spare was lost) or a new one, and then runs on the direct path (`runner.py`). After it,
+the run may have executed, so it is never started again (RunInDoubt): a program must not
+run twice, its output joined to its first run's.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ _GONE_WAIT_S = 10.0
 START_TIMEOUT_S = 30.0
 """How long a launcher may take to say it started a run. Starting one takes milliseconds
 (its spare is forked ahead); a launcher silent this long is stuck (stopped, or starved of
-memory), so it is killed and the run goes to a new one rather than blocking its caller."""
+memory), so it is killed rather than left to block its caller."""
 
 
 class LauncherGone(Exception):
@@ -43,10 +46,9 @@ class LauncherGone(Exception):
     was killed with it)."""
 
 
-class LauncherStuck(Exception):
-    """The launcher did not answer in time and was killed. The run may have started (the
-    spare takes a request before the launcher acknowledges it), so it is not started again
-    elsewhere: that could run it twice."""
+class RunInDoubt(Exception):
+    """The spare took the run (`A`), then the launcher died or did not answer in time: the
+    program may have run, so the run is lost, never started again elsewhere."""
 
 
 class RunSetupError(Exception):
@@ -61,6 +63,8 @@ class LaunchedRun:
     pidfd: int
     sock: socket.socket
     argv0: str
+    early: list[bytes]
+    """Frames the run sent before the launcher's `P` (it ended, or failed, that fast)."""
 
     def alive(self) -> bool:
         """The first process has not been reaped (so `pid` still names it)."""
@@ -73,6 +77,10 @@ class LaunchedRun:
     def kill(self) -> None:
         signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
+    def ended(self, timeout: float) -> bool:
+        """Waits up to `timeout` seconds for PID 1 to end (it ends once it has reported)."""
+        return bool(select.select([self.pidfd], [], [], max(timeout, 0.0))[0])
+
     def wait(self) -> tuple[int, float]:
         """(wait status, CPU seconds of the tree) once PID 1 reaped the program's tree, or
         the launcher reaped PID 1 (when it was killed).
@@ -84,7 +92,7 @@ class LaunchedRun:
         error: bytes | None = None
         try:
             while True:
-                frame = self.sock.recv(_FRAME_BYTES)
+                frame = self.early.pop(0) if self.early else self.sock.recv(_FRAME_BYTES)
                 if not frame:
                     # PID 1 died with the launcher (PDEATHSIG). Its pidfd turns readable
                     # only once the kernel has killed the rest of its namespace.
@@ -129,8 +137,8 @@ class Launcher:
 
     def start(self, argv: Sequence[str], env: Mapping[str, str], plan: namespaces.ChildPlan,
               stdio: tuple[int, int, int]) -> LaunchedRun:  # fmt: skip
-        """Hand a run to the launcher; raises LauncherGone if it did not take it, LauncherStuck
-        if it did not say in time whether it did."""
+        """Hand a run to the launcher; raises LauncherGone if it did not take it (the run did
+        not start), RunInDoubt if it took it and then failed to start it (it may have run)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         request = os.memfd_create("sandbox-request", os.MFD_CLOEXEC)
         try:
@@ -144,25 +152,45 @@ class Launcher:
         finally:
             theirs.close()
             os.close(request)
-        ours.settimeout(START_TIMEOUT_S)
         try:
-            msg, fds, _, _ = socket.recv_fds(ours, _FRAME_BYTES, 1)
-        except TimeoutError as exc:
+            return self._started(ours, argv[0])
+        except BaseException:
             ours.close()
-            self.process.kill()  # its spare, and anything it started, die with it
-            self.process.wait()  # so that `replace` sees it gone and starts another
-            raise LauncherStuck(f"the sandbox launcher did not answer in {START_TIMEOUT_S:g} s; killed it") from exc
-        except OSError as exc:
-            ours.close()
-            raise LauncherGone(f"the sandbox launcher is gone: {exc}") from exc
-        ours.settimeout(None)  # the run's own limits bound the wait for its end
-        if msg[:1] != b"P" or len(fds) != 1:
+            raise
+
+    def _started(self, ours: socket.socket, argv0: str) -> LaunchedRun:
+        """Read the run socket until the launcher's `P`. Frames the run sent first (it can
+        end before the launcher gets to answer) are kept for LaunchedRun.wait."""
+        taken, early = False, []
+        ours.settimeout(START_TIMEOUT_S)
+        while True:
+            try:
+                msg, fds, _, _ = socket.recv_fds(ours, _FRAME_BYTES, 1)
+            except TimeoutError as exc:
+                self.process.kill()  # its spare, and anything it started, die with it
+                self.process.wait()  # so that `replace` sees it gone and starts another
+                lost = f"the sandbox launcher did not answer in {START_TIMEOUT_S:g} s; killed it"
+                raise (RunInDoubt(lost) if taken else LauncherGone(lost)) from exc
+            except OSError as exc:
+                msg, fds = b"", []
+                if not taken:
+                    raise LauncherGone(f"the sandbox launcher is gone: {exc}") from exc
+            kind = msg[:1]
+            if kind == b"P" and len(fds) == 1 and taken:
+                break
             for fd in fds:
                 os.close(fd)
-            ours.close()
-            raise LauncherGone("the sandbox launcher died before starting the run")
+            if kind == b"A":
+                taken = True
+            elif kind in (b"E", b"S") and taken:
+                early.append(msg)
+            elif taken:
+                raise RunInDoubt("the sandbox launcher died while starting the run")
+            else:
+                raise LauncherGone("the sandbox launcher died before taking the run")
+        ours.settimeout(None)  # the run's own limits bound the wait for its end
         (pid,) = PID.unpack(msg[1:])
-        return LaunchedRun(pid=pid, pidfd=fds[0], sock=ours, argv0=argv[0])
+        return LaunchedRun(pid=pid, pidfd=fds[0], sock=ours, argv0=argv0, early=early)
 
     def stop(self) -> None:
         self.control.close()

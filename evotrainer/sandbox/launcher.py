@@ -18,9 +18,10 @@ hands the descriptors to PID 2, which sets the limits, drops privileges and exec
 `namespaces.prepare_child` does on the direct path. So no namespace is ever shared or
 reused: each is created for one run and dies with it.
 
-On the run socket the launcher answers `P` (PID 1's pid, with a pidfd, so that the
-caller's kill can never reach a recycled pid) and, once it has reaped PID 1, `S` (wait
-status and CPU seconds of the whole tree); PID 1 or 2 send `E` when setup or exec failed.
+On the run socket the spare's PID 2 first says `A` (taken), then the launcher answers `P`
+(PID 1's pid, with a pidfd, so that the caller's kill can never reach a recycled pid) and,
+once it has reaped PID 1, `S` (wait status and CPU seconds of the whole tree); PID 1 or 2
+send `E` when setup or exec failed. A fast run's `E` or `S` can come before `P`.
 The launcher is single-threaded (its forks are safe) and exits when the caller's end of
 the control socket closes; its runs and its spare then die through PDEATHSIG.
 """
@@ -194,6 +195,10 @@ def _take_run(control_fd: int, launcher_fd: int, to_init: socket.socket | None, 
             for fd in fds:
                 os.close(fd)
         run_sock, request_fd, *stdio = fds
+        # Taken, said first: a caller that never sees `A` knows nothing of the run happened
+        # and may start it elsewhere; once it has, it never does (launch.py).
+        with socket.socket(fileno=os.dup(run_sock)) as taken:
+            _send(taken, b"A")
         socket.send_fds(launcher, [b"T"], [run_sock])
         if to_init is not None:
             socket.send_fds(to_init, [b"R"], [run_sock])

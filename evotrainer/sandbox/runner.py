@@ -18,6 +18,7 @@ import functools
 import os
 import resource
 import secrets
+import select
 import selectors
 import signal
 import subprocess
@@ -174,6 +175,8 @@ class _Started:
     """SIGKILL to the first process."""
     wait: Callable[[], tuple[int, float]]
     """Blocks until it is reaped: (wait status, CPU seconds of the tree)."""
+    ended: Callable[[float], bool]
+    """Waits up to so many seconds for the first process to end; whether it did."""
 
 
 def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> _Started:
@@ -191,10 +194,10 @@ def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> 
             launched = _launch(argv, env, plan, child_ends)
         except (launch.LauncherGone, OSError):
             return _fork_directly(argv, env, plan, child_ends, (stdin_w, stdout_r, stderr_r))
-        except launch.LauncherStuck as exc:
+        except launch.RunInDoubt as exc:
             raise SandboxUnavailableError(str(exc)) from exc
         return _Started(launched.pid, True, stdin_w, stdout_r, stderr_r, launched.alive, launched.kill,
-                        functools.partial(_wait_launched, launched))  # fmt: skip
+                        functools.partial(_wait_launched, launched), launched.ended)  # fmt: skip
     except BaseException:
         for fd in (stdin_w, stdout_r, stderr_r):
             os.close(fd)
@@ -246,8 +249,16 @@ def _fork_directly(argv: list[str], env: dict[str, str], plan: namespaces.ChildP
         proc.returncode = os.waitstatus_to_exitcode(status)
         return status, usage.ru_utime + usage.ru_stime
 
+    def ended(timeout: float) -> bool:
+        # Not reaped before wait(), so the pid is still this child's.
+        pidfd = os.pidfd_open(proc.pid)
+        try:
+            return bool(select.select([pidfd], [], [], max(timeout, 0.0))[0])
+        finally:
+            os.close(pidfd)
+
     return _Started(proc.pid, False, *parent_ends, alive=lambda: proc.returncode is None,
-                    kill=lambda: os.kill(proc.pid, signal.SIGKILL), wait=wait)  # fmt: skip
+                    kill=lambda: os.kill(proc.pid, signal.SIGKILL), wait=wait, ended=ended)  # fmt: skip
 
 
 def run_python(
@@ -310,6 +321,10 @@ def _supervise(run: _Started, stdin: bytes, config: SandboxConfig, start: float)
                     killed_for = "output"
             if killed_for:
                 break
+        # Its stdout and stderr closed does not mean it ended: a program can close both
+        # and go on (sleeping costs no CPU time), so its end is waited for to the deadline.
+        if not killed_for and not run.ended(deadline - time.monotonic()):
+            killed_for = "wall"
         # A killed namespace's processes are reaped by the kernel without their CPU time
         # reaching anyone's rusage: read what the tree used just before killing it.
         killed_cpu = _cpu_below(run) if killed_for else 0.0

@@ -221,6 +221,21 @@ def test_a_launcher_killed_during_a_run_ends_it_and_leaves_nothing() -> None:
     assert run_python("print(3)", config=FAST).stdout == "3\n"
 
 
+def test_a_run_that_ends_before_the_launcher_answers_runs_once() -> None:
+    # The spare takes the run and the program ends while the launcher is held up: its
+    # end is reported before the launcher's `P`, and the run is not started again.
+    assert run_python("pass", config=FAST).passed
+    old = launch.current()
+    os.kill(old.process.pid, signal.SIGSTOP)
+    try:
+        threading.Timer(1.0, os.kill, (old.process.pid, signal.SIGCONT)).start()
+        r = run_python("print('once')", config=FAST)
+    finally:
+        os.kill(old.process.pid, signal.SIGCONT)
+    assert r.status is Status.PASSED and r.stdout == "once\n", r
+    assert launch.current() is old
+
+
 def test_a_stuck_launcher_is_killed_and_its_runs_go_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(launch, "START_TIMEOUT_S", 2.0)
     assert run_python("pass", config=FAST).passed

@@ -93,6 +93,14 @@ def test_infinite_loop_times_out_and_tree_is_killed() -> None:
     assert _processes_of(r.stdout.split()[0]) == []
 
 
+def test_closing_stdout_and_stderr_does_not_escape_the_wall_limit() -> None:
+    # Both pipes at their end, the program sleeping on (no CPU time): it is still running.
+    began = time.monotonic()
+    r = run_python("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(30)", config=SandboxConfig(wall_time_s=1.0))
+    assert r.status is Status.TIMEOUT and r.limit == "wall", r
+    assert time.monotonic() - began < 10
+
+
 def test_a_run_killed_at_the_wall_limit_reports_the_cpu_its_tree_used() -> None:
     # Two busy processes for 2 s: the kernel kills the namespace without accounting them
     # to anyone, so the runner reads the tree's CPU before it kills it.
