@@ -119,6 +119,18 @@ class LaunchedRun:
         self.sock.close()
 
 
+def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:
+    """One frame and the descriptor it carries, close-on-exec from the start (socket.recv_fds
+    cannot ask for that): a child another thread spawns meanwhile must not inherit a run's
+    pidfd."""
+    msg, ancillary, _, _ = sock.recvmsg(_FRAME_BYTES, socket.CMSG_SPACE(4), socket.MSG_CMSG_CLOEXEC)
+    fds: list[int] = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.extend(int.from_bytes(data[i : i + 4], sys.byteorder) for i in range(0, len(data) - 3, 4))
+    return msg, fds
+
+
 class Launcher:
     """The caller's handle on one launcher process."""
 
@@ -127,8 +139,10 @@ class Launcher:
         with theirs:
             self.process = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-c", _BOOT, _PROJECT_ROOT, str(theirs.fileno())],
+                # Nothing of the caller's: every spare and PID 1 would hold it open.
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,  # a Ctrl-C meant for the caller is not for it
             )
@@ -165,7 +179,7 @@ class Launcher:
         ours.settimeout(START_TIMEOUT_S)
         while True:
             try:
-                msg, fds, _, _ = socket.recv_fds(ours, _FRAME_BYTES, 1)
+                msg, fds = _receive(ours)
             except TimeoutError as exc:
                 self.process.kill()  # its spare, and anything it started, die with it
                 self.process.wait()  # so that `replace` sees it gone and starts another

@@ -33,10 +33,12 @@ import gc
 import os
 import pickle
 import resource
+import select
 import selectors
 import signal
 import socket
 import struct
+import time
 
 from evotrainer.sandbox import namespaces
 
@@ -65,12 +67,22 @@ def serve(control_fd: int) -> None:
     gc.disable()
     gc.freeze()
     own_pid_namespace = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    alive = os.pidfd_open(os.getpid())  # readable once this process has died (see _Spare.fork)
     sel = selectors.DefaultSelector()
     spare: _Spare | None = None
     lost = 0
     while True:
         if spare is None:
-            spare = _Spare.fork(own_pid_namespace, control_fd)
+            try:
+                spare = _Spare.fork(own_pid_namespace, alive, control_fd)
+            except OSError:
+                # Out of memory, processes or descriptors for a moment (a run's hog, say):
+                # a lost spare, not the end of the launcher and of every run it holds.
+                lost += 1
+                if lost == _MAX_LOST_SPARES:
+                    return
+                time.sleep(0.1 * lost)
+                continue
             sel.register(spare.sock, selectors.EVENT_READ, spare)
         for key, _ in sel.select():
             if isinstance(key.data, _Spare):
@@ -111,12 +123,12 @@ class _Spare:
         self.sock = sock
 
     @classmethod
-    def fork(cls, own_pid_namespace: int, control_fd: int) -> _Spare:
+    def fork(cls, own_pid_namespace: int, launcher_alive: int, control_fd: int) -> _Spare:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = namespaces.fork_into_new_pid_namespace(own_pid_namespace)
         if pid == 0:
             try:
-                _wait_as_spare(control_fd, theirs.fileno())
+                _wait_as_spare(control_fd, theirs.fileno(), launcher_alive)
             finally:
                 os._exit(127)  # never back into the launcher's loop, whatever happened
         theirs.close()
@@ -141,17 +153,22 @@ class _Spare:
         return msg, None
 
 
-def _wait_as_spare(control_fd: int, launcher_fd: int) -> NoReturn:
+def _wait_as_spare(control_fd: int, launcher_fd: int, launcher_alive: int) -> NoReturn:
     """In the spare, PID 1: drop what belongs to the launcher and other runs, enter the new
     namespaces, fork PID 2 to wait for a run, wait for that run's socket, and report."""
-    keep = sorted((control_fd, launcher_fd))
-    os.closerange(3, keep[0])
-    os.closerange(keep[0] + 1, keep[1])
-    os.closerange(keep[1] + 1, os.sysconf("SC_OPEN_MAX"))
+    # Only stdin, stdout and stderr (/dev/null) and the three kept here stay open.
+    keep = sorted((control_fd, launcher_fd, launcher_alive))
+    for low, high in zip([2, *keep], [*keep, os.sysconf("SC_OPEN_MAX")], strict=True):
+        os.closerange(low + 1, high)
     host_mounts = -1
     try:
         host_mounts = namespaces.open_mount_namespace()
         namespaces.enter_new_namespaces()
+        # PDEATHSIG is set only now: a launcher that died since the fork sent no signal,
+        # and this spare must not outlive it.
+        if select.select([launcher_alive], [], [], 0)[0]:
+            os._exit(0)
+        os.close(launcher_alive)
         # The old root as working directory, so that pivot_root moves this process along.
         os.chdir("/")
         to_init, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

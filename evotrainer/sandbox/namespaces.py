@@ -20,6 +20,7 @@ lock or allocation-heavy work there could deadlock in a multi-threaded parent.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 import signal
@@ -44,6 +45,8 @@ PR_SET_NO_NEW_PRIVS = 38
 _OTHER_NAMESPACES = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 _LAST_CAP = 63
 _PIVOT_ROOT_SYSCALL = {"x86_64": 155, "aarch64": 41}
+_KEYCTL_SYSCALL = {"x86_64": 250, "aarch64": 219}
+KEYCTL_JOIN_SESSION_KEYRING = 1
 _OPEN_TREE_SYSCALL = 428  # the same number on every architecture (Linux 5.2 and later)
 _MOVE_MOUNT_SYSCALL = 429
 OPEN_TREE_CLONE = 1
@@ -251,7 +254,19 @@ def become_program(plan: ChildPlan) -> None:
     os.setresgid(plan.uid, plan.uid, plan.uid)
     # Leaving uid 0 in all three ids clears the permitted and effective capabilities.
     os.setresuid(plan.uid, plan.uid, plan.uid)
+    join_own_session_keyring()
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), b"prctl")
+
+
+def join_own_session_keyring() -> None:
+    """A session keyring of the program's own. The one inherited is the caller's (under
+    systemd or pam_keyinit a real one, which may hold the service's keys) and every run
+    would share it. Where keyctl is refused (a container's seccomp profile), the program
+    cannot reach any keyring either."""
+    if _libc.syscall(_KEYCTL_SYSCALL[os.uname().machine], KEYCTL_JOIN_SESSION_KEYRING, None) < 0:
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EPERM):
+            raise OSError(err, f"keyctl: {os.strerror(err)}")
 
 
 def wait_and_exit_with(pid: int) -> None:

@@ -271,3 +271,36 @@ def test_a_root_that_cannot_be_built_is_reported_and_the_next_run_works() -> Non
     with pytest.raises(SandboxUnavailableError, match="setup failed"):
         run_python("print(1)", config=missing)
     assert run_python("print(2)", config=FAST).stdout == "2\n"
+
+
+KEYRING_CALLER = r'''
+import ctypes, os, sys
+from evotrainer.sandbox import SandboxConfig, run_python
+from evotrainer.sandbox.namespaces import _KEYCTL_SYSCALL
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+keyctl = _KEYCTL_SYSCALL[os.uname().machine]
+if libc.syscall(keyctl, 1, b"evotrainer-test-service") < 0:  # a real session keyring, as under systemd
+    print("keyctl refused here"); sys.exit(0)
+SESSION = ctypes.c_long(-3)
+assert libc.syscall(248, b"user", b"evotrainer-test-secret", b"hunter2", 7, SESSION) > 0  # add_key
+reader = (
+    "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.syscall.restype = ctypes.c_long\n"
+    f"key = libc.syscall({keyctl}, 10, ctypes.c_long(-3), b'user', b'evotrainer-test-secret', 0)\n"
+    "print(key, ctypes.get_errno())\n"
+)
+r = run_python(reader, config=SandboxConfig(wall_time_s=10))
+print(r.status.value, r.stdout.strip())
+'''
+
+
+def test_a_run_cannot_reach_the_callers_session_keyring() -> None:
+    # A service's session keyring (systemd, pam_keyinit) may hold its secrets; the run
+    # gets a session keyring of its own. The caller here is a child, so ours is untouched.
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    done = subprocess.run([sys.executable, "-c", KEYRING_CALLER], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if done.stdout.strip() == "keyctl refused here":
+        pytest.skip("keyctl is refused on this machine, to the caller and its runs alike")
+    status, found = done.stdout.split(maxsplit=1)
+    assert status == "passed" and found.split()[0] == "-1", done.stdout  # ENOKEY: not found
