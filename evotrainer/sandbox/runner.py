@@ -98,7 +98,9 @@ def _rlimits(config: SandboxConfig) -> tuple[tuple[int, int, int], ...]:
         (resource.RLIMIT_NPROC, config.max_processes, config.max_processes),
         (resource.RLIMIT_FSIZE, config.max_file_bytes, config.max_file_bytes),
         (resource.RLIMIT_NOFILE, config.max_open_files, config.max_open_files),
-        (resource.RLIMIT_CORE, 0, 0),
+        # 1, not 0: where core_pattern pipes dumps to a handler (systemd-coredump, apport)
+        # the kernel ignores the limit except for the value 1; a file dump needs a page.
+        (resource.RLIMIT_CORE, 1, 1),
     )
 
 

@@ -304,3 +304,10 @@ def test_a_run_cannot_reach_the_callers_session_keyring() -> None:
         pytest.skip("keyctl is refused on this machine, to the caller and its runs alike")
     status, found = done.stdout.split(maxsplit=1)
     assert status == "passed" and found.split()[0] == "-1", done.stdout  # ENOKEY: not found
+
+
+def test_no_core_dump_even_through_a_piped_core_pattern() -> None:
+    # RLIMIT_CORE 0 is ignored where core_pattern pipes to a handler; 1 is not, and is
+    # below a file dump's minimum too.
+    r = run_python("import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE), flush=True)\nimport os\nos.abort()")
+    assert r.stdout == "(1, 1)\n" and r.status is Status.CRASHED, r
