@@ -235,9 +235,13 @@ class _Run:
         diagnosis = next((e for e in reversed(history) if e.type == "DiagnosisRecorded"), None)
         run = next((e for e in reversed(history) if e.type == "TrainingCompleted"), None)
         continuation = f"continue-{(newest_policy(history) or 'start')[:10]}"
-        # What training under this harness does: the best so far's own run, or, for the
-        # untrained start, its rejected continuation's (the same policy and harness).
-        evidence_run = run or self._continuation_run(continuation, existing)
+        # What training under this harness does: the best so far's own run and diagnosis,
+        # or, for the untrained start, its rejected continuation's (the same policy and
+        # harness). Without them the start would have no condition to answer, and the loop
+        # would stop with budget left once the step size was tried both ways.
+        tried = self._continuation_events(continuation, existing) if run is None else []
+        evidence_run = run or next((e for e in reversed(tried) if e.type == "TrainingCompleted"), None)
+        diagnosis = diagnosis or next((e for e in reversed(tried) if e.type == "DiagnosisRecorded"), None)
         metrics = evidence_run.payload.get("step_metrics", []) if evidence_run is not None else []
         trend, stalled_run = reward_trend(metrics), stalled(metrics)  # None and False for no run
         diagnosed = diagnosis.payload.get("conditions", []) if diagnosis else []
@@ -364,12 +368,13 @@ class _Run:
                  f"{forked.forked.payload['fork_seq']}, trains nothing)")  # fmt: skip
         return BranchRef(self.config.name, name)
 
-    def _continuation_run(self, continuation: str, existing: set[str]) -> StoredEvent | None:
-        """The training run of the best so far's continuation, where one was forked."""
+    def _continuation_events(self, continuation: str, existing: set[str]) -> list[StoredEvent]:
+        """The best so far's continuation's own events (its run, its diagnosis), where one
+        was forked."""
         if continuation not in existing:
-            return None
+            return []
         ref = BranchRef(self.config.name, continuation)
-        return next((e for e in reversed(own_events(self._history(ref), ref)) if e.type == "TrainingCompleted"), None)
+        return own_events(self._history(ref), ref)
 
     def _more_power(self, spec: HarnessSpec) -> tuple[str, int] | None:
         """The change that halves the variance of the gate's gain estimate: twice the
