@@ -297,7 +297,10 @@ class _Run:
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
             by = "" if proposal.proposer == "builtin" else f", by {proposal.proposer}"
             self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger}{by})")
-            evidence = seen_on if not any(e.type == "RolloutsRecorded" for e in history) else None
+            evidence = None
+            if not any(e.type == "RolloutsRecorded" for e in history):  # the untrained start
+                tried_ref = BranchRef(self.config.name, continuation)
+                evidence = seen_on or (tried_ref if any(e.type == "RolloutsRecorded" for e in tried) else None)
             if not self._survives_backtest(incumbent, designed.event, evidence):
                 continue
             if needs_approval(self.config.proposer, proposal.proposer, _rejected_in_a_row(decisions)):

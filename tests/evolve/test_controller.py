@@ -103,17 +103,23 @@ def test_the_step_budget_counts_every_candidate_and_stops_the_loop(store: EventS
     lines: list[str] = []
     budgeted = config(10).model_copy(update={"budget_steps": 5})
     summary = run_experiment(store, budgeted, lines.append)
-    # Two candidates of 2 steps fit in 5; a third would overrun the budget.
-    assert (summary.candidates, summary.steps_spent) == (2, 4)
+    # Two candidates of 2 steps fit in 5; a third would overrun the budget. (The second
+    # look at an inconclusive one trains nothing, so it costs no step.)
+    assert summary.steps_spent == 4
     assert lines[-1] == "budget spent: 4 of 5 GRPO steps used, a candidate needs 2"
+    # The untrained start answers what its rejected continuation's run was diagnosed with.
+    assert any(line.startswith("loop/main: proposed") and line.endswith("for insufficient_signal)") for line in lines)
     status = experiment_status(store, "loop")
     assert (status.budget_steps, status.spent, status.left, status.running) == (5, 4, 1, [])
-    assert [(b.branch == "main", b.steps) for b in status.branches] == [(True, 0), (False, 2), (False, 2)]
+    trained = [b for b in status.branches[1:] if b.steps]
+    assert status.branches[0].branch == "main" and [b.steps for b in trained] == [2, 2]
+    assert all(b.branch.startswith("second-look-") for b in status.branches[1:] if not b.steps)
+    assert summary.candidates == len(status.branches) - 1
     assert {b.verdict for b in status.branches[1:]} <= {"promoted", "rejected"}
     assert status.branches[0].verdict == "start" and status.branches[0].score is not None
     # What each candidate's runs cost: tokens generated and trained on, CPU time (no GPU here).
     assert status.branches[0].tokens == 0
-    assert all(b.tokens > 0 and b.cpu_seconds > 0 and b.gpu_seconds == 0 for b in status.branches[1:])
+    assert all(b.tokens > 0 and b.cpu_seconds > 0 and b.gpu_seconds == 0 for b in trained)
 
 
 def test_a_changed_starting_harness_is_refused_by_name(store: EventStore) -> None:
