@@ -66,14 +66,6 @@ class LaunchedRun:
     early: list[bytes]
     """Frames the run sent before the launcher's `P` (it ended, or failed, that fast)."""
 
-    def alive(self) -> bool:
-        """The first process has not been reaped (so `pid` still names it)."""
-        try:
-            signal.pidfd_send_signal(self.pidfd, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
     def kill(self) -> None:
         signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 

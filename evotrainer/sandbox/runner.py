@@ -171,8 +171,6 @@ class _Started:
     stdin: int
     stdout: int
     stderr: int
-    alive: Callable[[], bool]
-    """The first process is not reaped yet, so `pid` still names it."""
     kill: Callable[[], None]
     """SIGKILL to the first process."""
     wait: Callable[[], tuple[int, float]]
@@ -198,7 +196,7 @@ def _start(argv: list[str], env: dict[str, str], plan: namespaces.ChildPlan) -> 
             return _fork_directly(argv, env, plan, child_ends, (stdin_w, stdout_r, stderr_r))
         except launch.RunInDoubt as exc:
             raise SandboxUnavailableError(str(exc)) from exc
-        return _Started(launched.pid, True, stdin_w, stdout_r, stderr_r, launched.alive, launched.kill,
+        return _Started(launched.pid, True, stdin_w, stdout_r, stderr_r, launched.kill,
                         functools.partial(_wait_launched, launched), launched.ended)  # fmt: skip
     except BaseException:
         for fd in (stdin_w, stdout_r, stderr_r):
@@ -259,8 +257,8 @@ def _fork_directly(argv: list[str], env: dict[str, str], plan: namespaces.ChildP
         finally:
             os.close(pidfd)
 
-    return _Started(proc.pid, False, *parent_ends, alive=lambda: proc.returncode is None,
-                    kill=lambda: os.kill(proc.pid, signal.SIGKILL), wait=wait, ended=ended)  # fmt: skip
+    return _Started(proc.pid, False, *parent_ends, kill=lambda: os.kill(proc.pid, signal.SIGKILL), wait=wait,
+                    ended=ended)  # fmt: skip
 
 
 def run_python(
@@ -397,8 +395,9 @@ def _kill_tree(run: _Started) -> None:
             continue
         try:
             # The pidfd pins whatever process has this pid now; it is PID 1 if its parent
-            # is the first process and that is still unreaped (so its pid not recycled).
-            if _parent_of(child) == run.pid and run.alive():
+            # is the first process, which is reaped only after this (run.wait), so its
+            # pid cannot have been recycled.
+            if _parent_of(child) == run.pid:
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
                 return
         except ProcessLookupError:
