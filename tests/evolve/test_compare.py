@@ -33,7 +33,11 @@ def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: 
         assert row["fixed"]["steps"] == 6 and 0 < row["loop"]["steps"] <= 6
         # What the final policies carry: the recipe's one run; the loop's promoted chunks only.
         assert row["fixed"]["trained_steps"] == 6
-        assert row["loop"]["trained_steps"] in (0, 3, 6) and row["loop"]["trained_steps"] <= row["loop"]["steps"]
+        # The loop's: every run in its best branch's history (the promoted chain, its
+        # ancestors) and nothing a rejected candidate trained.
+        best = store.read_branch(BranchRef(row["loop"]["experiment"], row["loop"]["branch"]))
+        chain = sum(int(e.payload["steps"]) for e in best if e.type == "TrainingCompleted")
+        assert row["loop"]["trained_steps"] == chain <= row["loop"]["steps"]
         assert row["fixed"]["experiment"] == f"cmp-s{row['seed']}-fixed"
         assert row["gain"] == pytest.approx(row["loop"]["score"] - row["fixed"]["score"])
     low, high = p["interval"]
