@@ -273,6 +273,13 @@ class _Run:
                 _outcomes(decisions), _rejected_in_a_row(decisions),
             )  # fmt: skip
             proposals = round_proposals(self.store, self.config.proposer, context, self.say)
+        # Where a backtest replays rollouts: the best so far's own, or, for the untrained
+        # start, a rejected candidate's that showed a validity condition, else its
+        # continuation's (the same policy and harness).
+        backtest_evidence = None
+        if not any(e.type == "RolloutsRecorded" for e in history):
+            has_rollouts = any(e.type == "RolloutsRecorded" for e in tried)
+            backtest_evidence = seen_on or (BranchRef(self.config.name, continuation) if has_rollouts else None)
         queue = list(proposals)
         while queue:
             proposal = queue.pop(0)
@@ -297,11 +304,7 @@ class _Run:
             change = f"{proposal.field}: {designed.event.old_value!r} -> {designed.event.new_value!r}"
             by = "" if proposal.proposer == "builtin" else f", by {proposal.proposer}"
             self.say(f"{incumbent}: proposed {ident} ({change}, for {proposal.trigger}{by})")
-            evidence = None
-            if not any(e.type == "RolloutsRecorded" for e in history):  # the untrained start
-                tried_ref = BranchRef(self.config.name, continuation)
-                evidence = seen_on or (tried_ref if any(e.type == "RolloutsRecorded" for e in tried) else None)
-            if not self._survives_backtest(incumbent, designed.event, evidence):
+            if not self._survives_backtest(incumbent, designed.event, backtest_evidence):
                 continue
             if needs_approval(self.config.proposer, proposal.proposer, _rejected_in_a_row(decisions)):
                 figures = next((e.payload.get("figures") for e in reversed(self._history(incumbent))
