@@ -52,6 +52,7 @@ bench: install
 	$(PY) bench/swe_grade.py
 	$(PY) bench/lineage.py
 	$(PY) bench/fleet.py
+	$(PY) bench/fleet.py --durable
 	$(PY) bench/train.py
 	$(PY) bench/diagnose.py
 	$(PY) bench/sandbox.py

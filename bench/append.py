@@ -1,6 +1,6 @@
 """Append throughput of the event store against raw psycopg writes of the same rows, one run.
 
-    .venv/bin/python bench/append.py [--events 10000] [--rounds 5]
+    .venv/bin/python bench/append.py [--events 40000] [--rounds 7]
 
 Every round measures each side once, back to back, in an order that rotates from round
 to round (bench/common.py); ratios are taken within a round, and the median round is the
@@ -23,6 +23,9 @@ Targets (one writer, batches of 100):
     writer ever waits on a lock another branch's append holds (pg_locks sampled every
     20 ms during an extra, untimed run of four writers: the sampler's own queries would
     slow the timed runs it watches)
+Raw executemany by four writers against one (into our indexes, same run) is printed for
+scale: what Postgres itself gains from more writers on this machine, where one writer
+already keeps both cores partly busy.
 The fleet's real shape, single events each with a key and a commit of its own, is
 measured against single-row INSERTs of the same rows into our indexes (no target).
 """
@@ -182,16 +185,31 @@ class WriterDone(NamedTuple):
     """machine_busy() at that moment."""
 
 
-def _writer_process(url: str, branch: str, count: int, ready: multiprocessing.synchronize.Semaphore,
+class RawTarget(NamedTuple):
+    """Where a raw writer sends its rows: raw executemany into `table`, as branch `branch_id`."""
+
+    table: str
+    branch_id: int
+
+
+def _writer_process(url: str, target: str | RawTarget, count: int, ready: multiprocessing.synchronize.Semaphore,
                     start: multiprocessing.synchronize.Event,
                     reports: multiprocessing.queues.Queue) -> None:  # type: ignore[type-arg]
-    # Warm up like the one writer, whose process has appended before: compiled
-    # validators and imports are per process.
-    store_writer(url, branch, new_events(2 * BATCH, keys_for(uuid.uuid4().hex[:16], 2 * BATCH)))
-    events = new_events(count, keys_for(uuid.uuid4().hex[:16], count))
-    ready.release()
-    start.wait()
-    store_writer(url, branch, events)
+    """One writer: the store appending keyed events to branch `target`, or raw executemany
+    of the same kind of rows into a RawTarget."""
+    if isinstance(target, RawTarget):
+        rows = raw_rows(new_events(count, keys_for(uuid.uuid4().hex[:16], count)), target.branch_id)
+        ready.release()
+        start.wait()
+        raw_executemany(url, target.table, rows)
+    else:
+        # Warm up like the one writer, whose process has appended before: compiled
+        # validators and imports are per process.
+        store_writer(url, target, new_events(2 * BATCH, keys_for(uuid.uuid4().hex[:16], 2 * BATCH)))
+        events = new_events(count, keys_for(uuid.uuid4().hex[:16], count))
+        ready.release()
+        start.wait()
+        store_writer(url, target, events)
     # The clock stops when the last writer's appends are done, not when its process has
     # exited (tens of milliseconds the one writer's time has no such thing in).
     # time.monotonic() is the system-wide CLOCK_MONOTONIC on Linux, the same in every process.
@@ -209,13 +227,14 @@ class ParallelRun(NamedTuple):
     samples of pg_locks."""
 
 
-def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool = False) -> ParallelRun:
-    """One keyed writer process per branch, every one started and warmed up before the clock."""
+def parallel(url: str, targets: list[str] | list[RawTarget], per_writer: int, watch_locks: bool = False) -> ParallelRun:
+    """One writer process per target (a branch for the store's keyed appends, or a
+    RawTarget), every one started and warmed up before the clock."""
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Semaphore(0)
     start = ctx.Event()
     reports = ctx.Queue()
-    procs = [ctx.Process(target=_writer_process, args=(url, b, per_writer, ready, start, reports)) for b in branches]
+    procs = [ctx.Process(target=_writer_process, args=(url, t, per_writer, ready, start, reports)) for t in targets]
     for proc in procs:
         proc.start()
     for _ in procs:
@@ -251,7 +270,7 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
     if sampler:
         sampler.join()
     last = max(done, key=lambda d: d.at)
-    return ParallelRun(len(branches) * per_writer / (last.at - began), busy_share(machine_before, last.machine),
+    return ParallelRun(len(targets) * per_writer / (last.at - began), busy_share(machine_before, last.machine),
                        samples, waits)
 
 
@@ -260,9 +279,10 @@ def parallel(url: str, branches: list[str], per_writer: int, watch_locks: bool =
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--events", type=int, default=10000, help="events per batched run")
+    parser.add_argument("--events", type=int, default=40000,
+                        help="events per batched run (one of 10,000 lasts a fifth of a second: too short to time)")
     parser.add_argument("--singles", type=int, default=1000, help="events per run of single keyed events")
-    parser.add_argument("--rounds", type=int, default=5, help="paired rounds; the median round counts")
+    parser.add_argument("--rounds", type=int, default=7, help="paired rounds; the median round counts")
     args = parser.parse_args()
     n, singles = args.events, args.singles
     with scratch_database() as url, LoadWatch() as load:
@@ -274,7 +294,7 @@ def main() -> None:
             for name in ["keyed", "unkeyed", "single", "warm"] + [f"w{j}" for j in range(4 * (args.rounds + 1))]:
                 store.fork(BranchRef("bench", "main"), name)
         raw_branch = iter(range(10**6, 10**7))  # raw rows need a fresh (branch, seq) range per run
-        busy: dict[str, list[float]] = {"one": [], "four": []}
+        busy: dict[str, list[float]] = {"one": [], "four": [], "raw one": [], "raw four": []}
         writers = iter(range(4 * (args.rounds + 1)))
 
         def keyed_rows(count: int) -> list[tuple[Any, ...]]:
@@ -298,12 +318,23 @@ def main() -> None:
             busy["four"].append(run.busy)
             return run.rate
 
+        def raw_one_writer(rows: list[tuple[Any, ...]]) -> float:
+            before = machine_busy()
+            rate = raw_executemany(url, "raw_indexed", rows)
+            busy["raw one"].append(busy_share(before, machine_busy()))
+            return rate
+
+        def raw_four_writers() -> float:
+            run = parallel(url, [RawTarget("raw_indexed", next(raw_branch)) for _ in range(4)], n // 2)
+            busy["raw four"].append(run.busy)
+            return run.rate
+
         sides: dict[str, Callable[[], float]] = {
             "raw COPY, bare table": timed(lambda: unkeyed_rows(n), lambda r: raw_copy(url, "raw_bare", r)),
             "raw executemany, bare table": timed(lambda: unkeyed_rows(n),
                                                  lambda r: raw_executemany(url, "raw_bare", r)),
-            "raw executemany keyed, our indexes": timed(lambda: keyed_rows(n),
-                                                        lambda r: raw_executemany(url, "raw_indexed", r)),
+            "raw executemany keyed, our indexes": timed(lambda: keyed_rows(n), raw_one_writer),
+            "raw executemany keyed, our indexes, four writers": raw_four_writers,
             "evotrainer append, unkeyed": timed(lambda: new_events(n, None),
                                                 lambda e: store_writer(url, "unkeyed", e)),
             "evotrainer append, keyed": timed(lambda: new_events(n, keys_for(uuid.uuid4().hex[:16], n)), one_writer),
@@ -349,9 +380,13 @@ def main() -> None:
     print(f"    unkeyed / raw COPY                       {spread(ratios(unkeyed, copy))}")
     # One writer overlaps its own work with its server backend's (pipelined chunks), so
     # it already keeps much of the machine busy; four writers can only add what is left.
-    share_one, share_four = (sorted(v)[len(v) // 2] for v in (busy["one"], busy["four"]))
-    print(f"  the machine's {os.cpu_count()} cores were {share_one:.0%} busy with one writer and {share_four:.0%}"
-          f" with four: at one writer's cost per event, four can reach at most {1 / max(share_one, 1e-9):.2f}x one")
+    # Raw executemany's four writers / one, same run, is what Postgres itself scales to here.
+    raw_four = ratios(found["raw executemany keyed, our indexes, four writers"], raw_indexed)
+    print(f"    raw executemany, four writers / one      {spread(raw_four)}   (what the server itself scales to here)")
+    share = {name: sorted(values)[len(values) // 2] for name, values in busy.items()}
+    for who, one, four in (("one writer", "one", "four"), ("raw executemany", "raw one", "raw four")):
+        print(f"  the machine's {os.cpu_count()} cores were {share[one]:.0%} busy with {who} and {share[four]:.0%}"
+              f" with four: at one's cost per event, four can reach at most {1 / max(share[one], 1e-9):.2f}x one")
     print(load.line())
 
 
