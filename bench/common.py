@@ -89,11 +89,11 @@ def verdict(values: Sequence[float], target: float, at_least: bool = True) -> st
 
 
 def report_ratio(label: str, values: Sequence[float], target: float, at_least: bool = True,
-                 unit: str = "", width: int = 44) -> bool:
+                 unit: str = "", width: int = 44, digits: int = 2) -> bool:
     """One line: the median ratio with its spread, the target, and whether it is met."""
     sign = ">=" if at_least else "<="
     met = verdict(values, target, at_least)
-    print(f"{label:{width}s} {spread(values)}{unit}   target {sign} {target:g}{unit}: {met}")
+    print(f"{label:{width}s} {spread(values, digits)}{unit}   target {sign} {target:g}{unit}: {met}")
     return met == "met"
 
 

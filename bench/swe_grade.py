@@ -9,8 +9,10 @@ clean tree at base_commit, the patch applied with `git apply`, test infrastructu
 restored, test_patch applied, the listed tests run by node id in the sandbox and their
 statuses read from the log. Baseline: the same pytest command (same interpreter, same
 options, same node ids) as a bare subprocess on a checkout prepared once beforehand.
-Rounds alternate bare and graded so load drift hits both alike; prints the median of the
-per-round ratios bare/graded time and their spread. Target: ratio >= 0.5.
+Every round runs each side once, back to back, in an order that rotates from round to
+round (bench/common.py), and takes the ratio bare/graded time within the round. Prints
+the median round's ratio with the lowest and highest, the machine's load over the run,
+and whether the median meets the target (>= 0.5).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import LoadWatch, paired_rounds, ratios, report_ratio, spread  # noqa: E402
 from evotrainer.domains.swe import SweDomain, SweDomainConfig  # noqa: E402
 from evotrainer.domains.swe.env import SweConfig  # noqa: E402
 from evotrainer.domains.swe.export import export_instance  # noqa: E402
@@ -41,7 +43,7 @@ TARGET = 0.5
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=9, help="paired rounds; the median round counts")
     parser.add_argument("--problem-seed", type=int, default=3)
     args = parser.parse_args()
     config = SweConfig()
@@ -77,19 +79,16 @@ def main() -> None:
             return time.perf_counter() - start
 
         bare(), graded()  # warm the page cache and the interpreter's first start
-        bare_times, graded_times = [], []
-        for _ in range(args.rounds):
-            bare_times.append(bare())
-            graded_times.append(graded())
-    ratios = sorted(b / g for b, g in zip(bare_times, graded_times, strict=True))
-    median = statistics.median(ratios)
+        with LoadWatch() as load:
+            found = paired_rounds({"bare": bare, "graded": graded}, args.rounds)
+    ms = {name: [t * 1000 for t in times] for name, times in found.items()}
     tests = len(problem.instance.fail_to_pass) + len(problem.instance.pass_to_pass)
     print(f"instance: {tests} tests by node id, {len(problem.files)} files")
-    print(f"bare pytest on a prepared checkout: median {statistics.median(bare_times) * 1000:7.1f} ms")
-    print(f"graded (checkout, apply, sandbox):  median {statistics.median(graded_times) * 1000:7.1f} ms")
-    verdict = "met" if median >= TARGET else "not met"
-    print(f"ratio bare/graded: median {median:.2f}, spread {ratios[0]:.2f}..{ratios[-1]:.2f} over {args.rounds} "
-          f"rounds (target >= {TARGET:.2f}: {verdict})")  # fmt: skip
+    print(f"{args.rounds} paired rounds, sides in rotating order; ms, median (lowest-highest):")
+    print(f"  bare pytest on a prepared checkout   {spread(ms['bare'], 1)}")
+    print(f"  graded (checkout, apply, sandbox)    {spread(ms['graded'], 1)}")
+    report_ratio("bare / graded (time of one grading)", ratios(found["bare"], found["graded"]), TARGET)
+    print(load.line())
 
 
 if __name__ == "__main__":

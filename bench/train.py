@@ -4,26 +4,37 @@ Both runs train the same tiny checkpoint on the same math:digit_add tasks with t
 GRPOConfig (built by the same function) and the same seed, so they sample the same
 completions and do the same optimisation work. The bare run loads the model, trains and
 saves it; evotrainer's also verifies the checkpoint, scores every completion into the
-evidence, and stores checkpoint and evidence as artifacts. Runs alternate and the median
-of each is compared. Target: ratio <= 1.10.
+evidence, and stores checkpoint and evidence as artifacts.
 
-    .venv/bin/python bench/train.py [--steps 30] [--repeats 3]
+    .venv/bin/python bench/train.py [--steps 30] [--rounds 7]
+
+Every round runs each side once, back to back, in an order that rotates from round to
+round (bench/common.py), and takes the ratio evotrainer / bare of the two wall times
+within the round. A run of 30 steps takes a few seconds on two cores, so one round is
+short and noisy: seven rounds still finish within two minutes or so. Prints the
+median round's ratio with the lowest and highest, the machine's load over the run, and
+whether the median meets the target (<= 1.10x). One step of each side runs first,
+untimed, so neither side's first round pays for the process's first training step.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.common import LoadWatch, paired_rounds, ratios, report_ratio, spread  # noqa: E402
+
 DOMAIN = "math:digit_add"
+TARGET = 1.10
 
 
 def bare_trl(store, base_sha: str, settings, tasks, domain) -> float:  # type: ignore[no-untyped-def]
@@ -77,10 +88,18 @@ def evotrainer_run(store, request, domain) -> float:  # type: ignore[no-untyped-
     return time.perf_counter() - start
 
 
+def sides(store, base_sha: str, request, tasks, domain) -> dict[str, Callable[[], float]]:  # type: ignore[no-untyped-def]
+    """The two sides of a round, each training `request`'s settings from the same base."""
+    return {
+        "bare TRL GRPOTrainer": lambda: bare_trl(store, base_sha, request.settings, tasks, domain),
+        "evotrainer train_grpo": lambda: evotrainer_run(store, request, domain),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30, help="GRPO steps per run")
+    parser.add_argument("--rounds", type=int, default=7, help="paired rounds; the median round counts")
     opts = parser.parse_args()
 
     import logging
@@ -107,21 +126,20 @@ def main() -> None:
         base = resolve_policy("tiny", store, domain=domain, domain_spec=DOMAIN)  # warm start outside the timing
         _, tokenizer = load_policy(base.sha256, store)
         tasks = training_tasks(domain, request, tokenizer)
-        bare, ours = [], []
-        for i in range(opts.repeats):
-            # Alternate the order so warm caches and CPU frequency favour neither side.
-            if i % 2 == 0:
-                bare.append(bare_trl(store, base.sha256, settings, tasks, domain))
-                ours.append(evotrainer_run(store, request, domain))
-            else:
-                ours.append(evotrainer_run(store, request, domain))
-                bare.append(bare_trl(store, base.sha256, settings, tasks, domain))
-    b, o = statistics.median(bare), statistics.median(ours)
+        one_step = dataclasses.replace(request, settings=dataclasses.replace(settings, max_steps=1))
+        for warm_up in sides(store, base.sha256, one_step, tasks, domain).values():
+            warm_up()
+        with LoadWatch() as load:
+            found = paired_rounds(sides(store, base.sha256, request, tasks, domain), opts.rounds)
     per_step = settings.prompts_per_step * settings.num_generations
-    print(f"steps={opts.steps} repeats={opts.repeats} completions/step={per_step}")
-    print(f"bare TRL GRPOTrainer: median {b:.2f}s  runs {[round(x, 2) for x in bare]}")
-    print(f"evotrainer train_grpo: median {o:.2f}s  runs {[round(x, 2) for x in ours]}")
-    print(f"overhead ratio: {o / b:.3f}x (target <= 1.10x)")
+    print(f"{opts.rounds} paired rounds, sides in rotating order; {opts.steps} steps a run, {per_step} completions"
+          " a step; seconds, median (lowest-highest):")
+    for name, times in found.items():
+        print(f"  {name:24s} {spread(times)}   runs {[round(t, 2) for t in times]}")
+    report_ratio("evotrainer / bare TRL (wall time of a run)",
+                 ratios(found["evotrainer train_grpo"], found["bare TRL GRPOTrainer"]), TARGET, at_least=False,
+                 unit="x")  # fmt: skip
+    print(load.line())
 
 
 if __name__ == "__main__":
