@@ -7,7 +7,8 @@ For each seed it runs two experiments from the same starting policy:
 - the fixed recipe (`NAME-sS-fixed`): the starting harness, never changed, trained in one
   run of `budget_steps` steps, as a practitioner would run it;
 - the loop (`NAME-sS`): `evotrainer run` with the same budget, where every candidate's
-  steps count, rejected ones included.
+  steps count, rejected ones included. The file's `iterations` (a cap on candidates) is
+  raised where it would stop the loop before its budget: the two arms get the same steps.
 Both final policies (the recipe's trained one, the loop's best so far) are evaluated under
 the starting harness's protocol on the held-out split's test half, which the gate never
 selected on, so the loop's winner is not flattered by having been picked on those
@@ -22,6 +23,7 @@ its log: a killed compare, run again, repeats no work.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,7 +111,19 @@ def _seeded(config: ExperimentConfig, seed: int, budget: int) -> ExperimentConfi
     grpo = dict(config.harness.get("grpo", {}))
     grpo["seed"] = int(grpo.get("seed", 0)) + SEED_STRIDE * seed
     return config.model_copy(update={"name": f"{config.name}-s{seed}", "budget_steps": budget,
+                                     "iterations": candidates_within(config, budget),
                                      "harness": {**config.harness, "grpo": grpo}})  # fmt: skip
+
+
+def candidates_within(config: ExperimentConfig, budget: int) -> int:
+    """The loop's cap on candidate versions in a comparison: the file's `iterations`, or
+    more where that would end the loop with steps left (a file's cap is set for its own
+    budget, and `--budget-steps` can give it a larger one). A trained candidate costs the
+    starting harness's max_steps; each may bring second looks, which train nothing, so the
+    cap leaves room for two of those per trained candidate. The step budget, not the cap,
+    is then what ends the loop, as it ends the fixed recipe."""
+    trained = math.ceil(budget / config.starting_harness().grpo.max_steps)
+    return max(config.iterations, 3 * trained)
 
 
 def _fixed_recipe(store: EventStore, config: ExperimentConfig, budget: int, say: Say) -> Arm:

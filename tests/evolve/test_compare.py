@@ -10,7 +10,7 @@ import pytest
 
 from evotrainer.client import Client
 from evotrainer.errors import UsageError
-from evotrainer.evolve.compare import compare
+from evotrainer.evolve.compare import candidates_within, compare
 from evotrainer.evolve.experiment_config import ExperimentConfig
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
@@ -68,6 +68,25 @@ def test_compare_runs_both_arms_at_equal_steps_and_records_the_gain_once(store: 
     assert {info.name: store.head(info.ref) for info in store.branches()} == positions
     with pytest.raises(UsageError, match="at least 1 seed"):
         client.compare(config, seeds=0)
+
+
+def test_a_files_candidate_cap_does_not_end_the_loop_before_its_step_budget() -> None:
+    swe_like = ExperimentConfig(name="cap", domain="math:column_add", iterations=2, budget_steps=16,
+                                harness={"grpo": {"max_steps": 8}})  # fmt: skip
+    assert candidates_within(swe_like, 16) == 6  # two trained candidates, each with room for two second looks
+    assert candidates_within(swe_like, 48) == 18  # --budget-steps 48: six trained candidates
+    generous = swe_like.model_copy(update={"iterations": 40})
+    assert candidates_within(generous, 48) == 40  # a larger cap in the file stands
+
+
+@pytest.mark.slow
+def test_compare_gives_the_loop_its_whole_step_budget_whatever_the_files_candidate_cap(store: EventStore) -> None:
+    """A file capped at one candidate, compared at a budget of two: the loop still trains
+    both, or the two arms would not be at equal steps."""
+    config = ExperimentConfig(name="capped", domain="math:column_add", iterations=1, budget_steps=6,
+                              train_tasks=64, harness=SHORT)  # fmt: skip
+    row = compare(store, config, seeds=1).payload["seeds"][0]
+    assert row["fixed"]["steps"] == row["loop"]["steps"] == 6
 
 
 def test_compare_without_a_budget_is_one_line_and_writes_nothing(cli_env: dict[str, str], tmp_path: Path) -> None:
