@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -81,21 +82,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, LoadWatch() as load:
         artifacts = open_store(tmp)
         sha = artifacts.put_bytes(to_jsonl(synthetic(args.rollouts)))
-        diagnosed: list[tuple[list[RolloutRecord], Diagnosis]] = []
-        backtests: list[Figures] = []
+        # The last round's records and results, for the figures printed below (one round's
+        # worth: every round's 100k records kept would only fill memory).
+        last: dict[str, Any] = {}
 
         def read_and_diagnose() -> None:
             records = read_evidence(sha, artifacts)
-            diagnosed.append((records, diagnose(diagnosis_input(records, spec), spec)))
+            last["records"], last["diagnosis"] = records, diagnose(diagnosis_input(records, spec), spec)
 
         reads = paired_rounds({"read artifact": seconds(lambda: read_evidence(sha, artifacts)),
                                "read + diagnose": seconds(read_and_diagnose)}, args.rounds)  # fmt: skip
-        records = diagnosed[-1][0]
+        records: list[RolloutRecord] = last["records"]
         rates = paired_rounds({
             "re-score": rate(lambda: rescore(records, candidate.rewards.weights), len(records)),
-            "reward backtest": rate(lambda: backtests.append(reward_backtest(records, spec, candidate)), len(records)),
+            "reward backtest": rate(lambda: last.update(figures=reward_backtest(records, spec, candidate)),
+                                    len(records)),
         }, args.rounds)  # fmt: skip
-    d, figures = diagnosed[-1][1], backtests[-1]
+    d: Diagnosis = last["diagnosis"]
+    figures: Figures = last["figures"]
     print(f"rollouts {args.rollouts}; {args.rounds} paired rounds, sides in rotating order; seconds,"
           " median (lowest-highest):")  # fmt: skip
     print(f"  read artifact                              {spread(reads['read artifact'], 3)}")
