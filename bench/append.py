@@ -37,6 +37,7 @@ import multiprocessing
 import multiprocessing.queues
 import multiprocessing.synchronize
 import os
+import statistics
 import sys
 import threading
 import time
@@ -307,38 +308,35 @@ def main() -> None:
             """A side whose inputs are made before its clock starts."""
             return lambda: run(prepare())
 
-        def one_writer(events: list[NewEvent]) -> float:
+        def busy_while(share: str, rate: Callable[[], float]) -> float:
+            """`rate()`, noting how busy the machine was while it ran."""
             before = machine_busy()
-            rate = store_writer(url, "keyed", events)
-            busy["one"].append(busy_share(before, machine_busy()))
-            return rate
+            found = rate()
+            busy[share].append(busy_share(before, machine_busy()))
+            return found
 
-        def four_writers() -> float:
-            run = parallel(url, [f"w{next(writers)}" for _ in range(4)], n // 2)
-            busy["four"].append(run.busy)
-            return run.rate
+        def four_writers(share: str, targets: Callable[[], list[str] | list[RawTarget]]) -> Callable[[], float]:
+            def run() -> float:
+                done = parallel(url, targets(), n // 2)
+                busy[share].append(done.busy)
+                return done.rate
 
-        def raw_one_writer(rows: list[tuple[Any, ...]]) -> float:
-            before = machine_busy()
-            rate = raw_executemany(url, "raw_indexed", rows)
-            busy["raw one"].append(busy_share(before, machine_busy()))
-            return rate
-
-        def raw_four_writers() -> float:
-            run = parallel(url, [RawTarget("raw_indexed", next(raw_branch)) for _ in range(4)], n // 2)
-            busy["raw four"].append(run.busy)
-            return run.rate
+            return run
 
         sides: dict[str, Callable[[], float]] = {
             "raw COPY, bare table": timed(lambda: unkeyed_rows(n), lambda r: raw_copy(url, "raw_bare", r)),
             "raw executemany, bare table": timed(lambda: unkeyed_rows(n),
                                                  lambda r: raw_executemany(url, "raw_bare", r)),
-            "raw executemany keyed, our indexes": timed(lambda: keyed_rows(n), raw_one_writer),
-            "raw executemany keyed, our indexes, four writers": raw_four_writers,
+            "raw executemany keyed, our indexes": timed(
+                lambda: keyed_rows(n), lambda r: busy_while("raw one", lambda: raw_executemany(url, "raw_indexed", r))),
+            "raw executemany keyed, our indexes, four writers": four_writers(
+                "raw four", lambda: [RawTarget("raw_indexed", next(raw_branch)) for _ in range(4)]),
             "evotrainer append, unkeyed": timed(lambda: new_events(n, None),
                                                 lambda e: store_writer(url, "unkeyed", e)),
-            "evotrainer append, keyed": timed(lambda: new_events(n, keys_for(uuid.uuid4().hex[:16], n)), one_writer),
-            "evotrainer append, keyed, four writers": four_writers,
+            "evotrainer append, keyed": timed(lambda: new_events(n, keys_for(uuid.uuid4().hex[:16], n)),
+                                              lambda e: busy_while("one", lambda: store_writer(url, "keyed", e))),
+            "evotrainer append, keyed, four writers": four_writers(
+                "four", lambda: [f"w{next(writers)}" for _ in range(4)]),
             "raw single INSERTs keyed, our indexes": timed(lambda: keyed_rows(singles),
                                                            lambda r: raw_single(url, "raw_indexed", r)),
             "evotrainer append, single keyed events": timed(
@@ -383,7 +381,7 @@ def main() -> None:
     # Raw executemany's four writers / one, same run, is what Postgres itself scales to here.
     raw_four = ratios(found["raw executemany keyed, our indexes, four writers"], raw_indexed)
     print(f"    raw executemany, four writers / one      {spread(raw_four)}   (what the server itself scales to here)")
-    share = {name: sorted(values)[len(values) // 2] for name, values in busy.items()}
+    share = {name: statistics.median(values) for name, values in busy.items()}
     for who, one, four in (("one writer", "one", "four"), ("raw executemany", "raw one", "raw four")):
         print(f"  the machine's {os.cpu_count()} cores were {share[one]:.0%} busy with {who} and {share[four]:.0%}"
               f" with four: at one's cost per event, four can reach at most {1 / max(share[one], 1e-9):.2f}x one")

@@ -15,8 +15,8 @@ one after another; each round's overhead is its own ratio. Prints every round, t
 median round's overhead with the lowest and highest, the machine's load over the run,
 and whether the median meets the target (<= 0.05).
 
-A round is long (one seed's compare: wall 172.7 s in the README's run), so the default
-is three rounds, about 9 minutes in all.
+A round is long (one seed's compare: 86 s on a quiet 2-core machine, 173 s on a busy
+one), so the default is three rounds.
 """
 
 from __future__ import annotations
@@ -81,12 +81,13 @@ def one_compare(seeds: int, budget_steps: int | None) -> Round:
 def task_seconds(store) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Seconds the tasks on every branch ran, by kind (each TaskCompleted counted on the
     branch that recorded it, not again on the branches forked from it)."""
+    from evotrainer.evolve.promotion import own_events
+
     by_kind: dict[str, float] = defaultdict(float)
     for info in store.branches():
         history = store.read_branch(info.ref)
         kinds = {e.payload["task_id"]: e.payload["kind"] for e in history if e.type == "TaskRequested"}
-        own = [e for e in history if (e.experiment, e.branch) == (info.experiment, info.name)]
-        for event in own:
+        for event in own_events(history, info.ref):
             if event.type == "TaskCompleted":
                 by_kind[kinds.get(event.payload["task_id"], "?")] += float(event.payload["duration_s"])
     return dict(by_kind)
