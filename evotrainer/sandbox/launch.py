@@ -71,7 +71,7 @@ class LaunchedRun:
 
     def ended(self, timeout: float) -> bool:
         """Waits up to `timeout` seconds for PID 1 to end (it ends once it has reported)."""
-        return bool(select.select([self.pidfd], [], [], max(timeout, 0.0))[0])
+        return ended_within(self.pidfd, timeout)
 
     def wait(self) -> tuple[int, float]:
         """(wait status, CPU seconds of the tree) once PID 1 reaped the program's tree, or
@@ -109,6 +109,11 @@ class LaunchedRun:
             os.close(self.pidfd)
             self.pidfd = -1
         self.sock.close()
+
+
+def ended_within(pidfd: int, timeout: float) -> bool:
+    """Waits up to `timeout` seconds for the process of `pidfd` to end; whether it did."""
+    return bool(select.select([pidfd], [], [], max(timeout, 0.0))[0])
 
 
 def _receive(sock: socket.socket) -> tuple[bytes, list[int]]:

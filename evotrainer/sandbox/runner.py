@@ -18,7 +18,6 @@ import functools
 import os
 import resource
 import secrets
-import select
 import selectors
 import signal
 import subprocess
@@ -253,7 +252,7 @@ def _fork_directly(argv: list[str], env: dict[str, str], plan: namespaces.ChildP
         # Not reaped before wait(), so the pid is still this child's.
         pidfd = os.pidfd_open(proc.pid)
         try:
-            return bool(select.select([pidfd], [], [], max(timeout, 0.0))[0])
+            return launch.ended_within(pidfd, timeout)
         finally:
             os.close(pidfd)
 
