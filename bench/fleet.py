@@ -299,7 +299,7 @@ def main() -> None:
     print(f"throughput overhead {overhead:.2f}x, median of the rounds ({overheads[0]:.2f}-{overheads[-1]:.2f}x),"
           f" target <= 2x: {verdict(overheads, 2.0, at_least=False)}")
     print(f"latency p99 {p99_ratio:.2f}x bare ({len(fleet_lat)} samples a side, pooled), target <= 3x:"
-          f" {'met' if p99_ratio <= 3.0 else 'not met'}; "
+          f" {verdict([p99_ratio], 3.0, at_least=False)}; "
           f"mean latency {1000 * statistics.mean(bare_lat):.1f} ms vs {1000 * statistics.mean(fleet_lat):.1f} ms")
     print(load.line())
 
