@@ -133,6 +133,10 @@ class FleetSide:
         from evotrainer.refs import BranchRef
         from evotrainer.store import EventStore
 
+        # This process requests the latency run's tasks configured like the fleet, so it
+        # hands each one to the broker itself (evotrainer.fleet.handoff), as any requester
+        # with a broker does.
+        os.environ.update(EVOTRAINER_BROKER_URL=BROKER, EVOTRAINER_QUEUE_PREFIX=bench.prefix)
         python = sys.executable
         bench.start("dispatcher", [python, "-m", "evotrainer", "dispatcher", "--loglevel", "warning"])
         for i in range(2):

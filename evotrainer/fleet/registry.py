@@ -138,15 +138,26 @@ def request_task(
     max_attempts: int = 3,
     queue: str | None = None,
 ) -> StoredEvent:
-    """Append a TaskRequested for `kind` (idempotent per task id on the branch)."""
+    """Append a TaskRequested for `kind` (idempotent per task id on the branch). With a
+    broker configured, this process publishes the task itself once the request has
+    committed (evotrainer.fleet.handoff); otherwise the dispatcher does."""
     payload = TaskRequested(
         task_id=task_id, kind=kind, queue=queue or kind_spec(kind).queue, inputs=inputs or {},
         max_attempts=max_attempts,
     )
+    from evotrainer.fleet.handoff import direct
+
+    # Inside a caller's transaction the commit is not ours: a message sent before it would
+    # reach a worker that cannot see the request yet. The dispatcher hands those off.
+    own_hand_off = direct.available() and not store.in_transaction()
     with store.transaction() as conn:
         stored = store.append(ref, [NewEvent.of(payload, idempotency_key=f"{task_id}:requested")])[0]
-        # Wakes the dispatcher when this commits (evotrainer.fleet.outbox.NOTIFY_CHANNEL).
-        conn.execute("NOTIFY evotrainer_fleet")
+        own_hand_off = own_hand_off and direct.record(conn, stored)
+        if not own_hand_off:
+            # Wakes the dispatcher when this commits (evotrainer.fleet.outbox.NOTIFY_CHANNEL).
+            conn.execute("NOTIFY evotrainer_fleet")
+    if own_hand_off:
+        direct.publish(store.conn, stored)
     return stored
 
 
