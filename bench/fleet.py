@@ -3,9 +3,11 @@
     python bench/fleet.py [--tasks 2000] [--latency-samples 200] [--durable]
 
 Two worker processes (threads pool, one task at a time each, the fleet's long-job
-settings) run no-op tasks. The fleet's path is the whole of it: append a TaskRequested,
-the dispatcher's hand-off, the worker's lease, loading the request, appending
-TaskCompleted. The baseline is a bare Celery no-op task published straight to the broker
+settings) run no-op tasks. The fleet's path is the whole of it. The throughput runs request
+their tasks in one transaction (request_tasks) and the dispatcher hands them off; each
+latency sample is one request_task, whose process publishes the task itself after its
+commit (evotrainer.fleet.handoff), as any requester configured with the broker does.
+Then the worker's lease, loading the request, appending TaskCompleted. The baseline is a bare Celery no-op task published straight to the broker
 with the same settings. Both tasks push their start time to one Redis list, so "task
 start" means the same thing on both sides. Prints throughput (tasks/s, until the last
 task completed), latency from append (or publish) to task start (p50, p99) and the
@@ -158,20 +160,16 @@ class FleetSide:
         request_task(self.store, self.ref, "bench.mark", task_id=f"one{self.count}", inputs={"sent_at": time.time()})
 
     def many(self, tasks: int) -> None:
-        """Append `tasks` requests in one transaction; wait until all have completed."""
-        from evotrainer.events import TaskRequested
-        from evotrainer.store import NewEvent
+        """Request `tasks` tasks in one transaction a branch (request_tasks, the fleet's bulk
+        request: the dispatcher publishes them); wait until all have completed."""
+        from evotrainer.fleet.registry import TaskSpec, request_tasks
 
         self.count += 1
         batch = f"b{self.count}-"
         now = time.time()
-        events = [NewEvent.of(TaskRequested(task_id=f"{batch}{i}", kind="bench.mark", queue="control",
-                                            inputs={"sent_at": now}), idempotency_key=f"{batch}{i}:requested")
-                  for i in range(tasks)]
-        with self.store.transaction() as conn:
-            for i, target in enumerate(self.refs):
-                self.store.append(target, events[i::len(self.refs)])
-            conn.execute("NOTIFY evotrainer_fleet")
+        specs = [TaskSpec("bench.mark", f"{batch}{i}", inputs={"sent_at": now}) for i in range(tasks)]
+        for i, target in enumerate(self.refs):
+            request_tasks(self.store, target, specs[i::len(self.refs)])
         # Every task has started once its mark is in; only then poll Postgres for the
         # last completions (polling all along would spend the fleet's CPU on counting).
         self.bench.wait_marks(tasks)

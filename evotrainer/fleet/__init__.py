@@ -1,8 +1,9 @@
 """The worker fleet: a transactional outbox from TaskRequested events to a Celery broker,
 thin workers that run registered task functions, leases that survive crashed workers.
 
-    from evotrainer.fleet import request_task, run_in_process
+    from evotrainer.fleet import TaskSpec, request_task, request_tasks, run_in_process
     request_task(store, BranchRef("demo", "main"), "noop", task_id="t1")
+    request_tasks(store, BranchRef("demo", "main"), [TaskSpec("noop", f"n{i}") for i in range(100)])
     run_in_process(store)        # no broker configured: the same task code, in this process
 
 With EVOTRAINER_BROKER_URL set, `evotrainer dispatcher` hands requests to the broker and
@@ -23,6 +24,8 @@ _EXPORTS = {
     "TaskResult": "evotrainer.fleet.registry",
     "register_kind": "evotrainer.fleet.registry",
     "request_task": "evotrainer.fleet.registry",
+    "request_tasks": "evotrainer.fleet.registry",
+    "TaskSpec": "evotrainer.fleet.registry",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -18,12 +18,13 @@ import tests.fleet.kinds  # noqa: F401  (registers the test kinds)
 from evotrainer.errors import NotFoundError
 from evotrainer.events import TaskCompleted, TaskFailed, TaskRequested
 from evotrainer.fleet.config import FleetConfig
+from evotrainer.fleet.errors import TaskInputError
 from evotrainer.fleet.execute import _close_and_append, execute
 from evotrainer.fleet.inprocess import run_in_process
 from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
 from evotrainer.fleet.listing import list_tasks
 from evotrainer.fleet.outbox import BATCH, REAP_EXPIRED, RECORD_BATCH, RESCAN_S, TAKE_FOR_PUBLISHING, Dispatcher
-from evotrainer.fleet.registry import request_task
+from evotrainer.fleet.registry import TaskSpec, request_task, request_tasks
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
 from evotrainer.store.records import NewEvent, StoredEvent
@@ -575,3 +576,18 @@ def test_conninfo_of_reads_the_connection_once_and_names_an_application_only_whe
         assert conn.execute("SELECT current_setting('application_name')").fetchone() == ("probe",)
     with EventStore.connect(plain, actor="second") as other:
         assert conninfo_of(other) == plain and conninfo_of(other) is not plain  # a cache per connection
+
+
+def test_request_tasks_requests_many_in_one_transaction_all_or_none_and_idempotently(exp: EventStore) -> None:
+    specs = [TaskSpec("noop", f"m{i}") for i in range(3)]
+    first = request_tasks(exp, MAIN, specs)
+    assert [e.payload["task_id"] for e in first] == ["m0", "m1", "m2"]
+    assert len({e.transaction_id for e in first}) == 1
+    again = request_tasks(exp, MAIN, specs)  # requesting again appends nothing
+    assert [e.event_id for e in again] == [e.event_id for e in first]
+    head = exp.head(MAIN)
+    with pytest.raises(TaskInputError, match="no task function is registered for kind 'no-such-kind'"):
+        request_tasks(exp, MAIN, [TaskSpec("noop", "m3"), TaskSpec("no-such-kind", "m4")])
+    assert exp.head(MAIN) == head  # nothing of a refused batch is written
+    run_in_process(exp, CFG)
+    assert outcomes(exp) == {f"m{i}": ["TaskCompleted"] for i in range(3)}
