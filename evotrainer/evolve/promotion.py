@@ -270,18 +270,24 @@ def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, Stor
     """The best so far, the head seq of main it was read at, and the decision that
     promoted it (None for main itself)."""
     main = BranchRef(experiment, DECISIONS_BRANCH)
-    history = store.read_branch(main)
-    judged = judged_by_the_gate(store, history)
+    # The head first, then the decisions up to it: a decision appended in between moves
+    # the head past what was judged, so an append that expects this head fails.
+    head = store.head(main)[0]
+    judged = judged_by_the_gate(store, store.read_branch(main, upto_seq=head, types=DECISIONS))
     promoting = next((e for e, why in reversed(judged) if why is None and e.payload["decision"] == "promoted"), None)
     if promoting is None:
-        return main, history[-1].seq, None
-    return BranchRef.parse(promoting.payload["candidate"], allow_seq=False), history[-1].seq, promoting
+        return main, head, None
+    return BranchRef.parse(promoting.payload["candidate"], allow_seq=False), head, promoting
 
 
 def gate_decisions(store: EventStore, experiment: str) -> list[StoredEvent]:
     """Every verdict the gate recorded on EXPERIMENT/main, oldest first (see judged_by_the_gate)."""
     main = BranchRef(experiment, DECISIONS_BRANCH)
-    return [e for e, why in judged_by_the_gate(store, store.read_branch(main)) if why is None]
+    return [e for e, why in judged_by_the_gate(store, store.read_branch(main, types=DECISIONS)) if why is None]
+
+
+# What judged_by_the_gate reads of main's history (its other events are skipped).
+DECISIONS = ("PromotionDecided",)
 
 
 def judged_by_the_gate(store: EventStore, main_history: list[StoredEvent]) -> list[tuple[StoredEvent, str | None]]:

@@ -58,8 +58,24 @@ class LineageDAG:
             ref: BranchNode(ref, parent, fork_seq, tuple(sorted(children[ref])))
             for ref, (parent, fork_seq) in parents.items()
         }
+        self._check_acyclic()
+
+    def _check_acyclic(self) -> None:
+        """CycleDetectedError unless every parent chain ends at a root. Each node is walked
+        once: a chain stops at the first node already known to reach a root (walking every
+        node's whole chain cost most of building a 2,000-branch graph)."""
+        reaches_root: set[str] = set()
         for ref in self.nodes:
-            self.ancestors(ref)  # raises on a cycle
+            path: list[str] = []
+            on_path: set[str] = set()
+            current: str | None = ref
+            while current is not None and current not in reaches_root:
+                if current in on_path:
+                    self.ancestors(ref)  # raises, naming the cycle
+                on_path.add(current)
+                path.append(current)
+                current = self.nodes[current].parent
+            reaches_root.update(path)
 
     @classmethod
     def from_store(cls, store: object, experiment: str | None = None) -> LineageDAG:

@@ -549,8 +549,11 @@ class EventStore:
 
     # -- reading ----------------------------------------------------------------
 
-    def read_branch(self, ref: BranchRef, after_seq: int = 0, upto_seq: int | None = None) -> list[StoredEvent]:
-        """The effective history of a branch: inherited prefix, then its own events."""
+    def read_branch(self, ref: BranchRef, after_seq: int = 0, upto_seq: int | None = None,
+                    types: Sequence[str] | None = None) -> list[StoredEvent]:
+        """The effective history of a branch: inherited prefix, then its own events; only
+        those of `types` when given (a reader after one kind of event in a long history
+        then decodes only those)."""
         info = self.branch(ref.branch_ref)
         if upto_seq is None and ref.seq is not None:
             upto_seq = ref.seq
@@ -564,8 +567,9 @@ class EventStore:
             sql.SELECT_EVENTS
             + " JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS s(branch_id, lo, hi)"
             " ON e.branch_id = s.branch_id AND e.seq > s.lo AND (s.hi IS NULL OR e.seq <= s.hi)"
-            " ORDER BY e.seq",
-            (ids, lows, highs),
+            + ("" if types is None else " WHERE e.type = ANY(%s::text[])")
+            + " ORDER BY e.seq",
+            (ids, lows, highs) if types is None else (ids, lows, highs, list(types)),
         ).fetchall()
         return [row_to_event(row) for row in rows]
 

@@ -187,3 +187,22 @@ def test_the_server_hash_pieces_join_into_the_client_hash(
     before, after = hash_pieces(**fields)
     joined_on_the_server = b'["' + prev.encode() + b'",' + before + str(seq).encode() + after  # migration 0006
     assert hashlib.sha256(joined_on_the_server).hexdigest() == event_hash(prev_hash=prev, seq=seq, **fields)
+
+
+def test_read_branch_of_some_types_keeps_the_inherited_prefix_and_the_order(store: EventStore) -> None:
+    store.create_experiment("typed")
+    main = BranchRef("typed", "main")
+    note = {"harness_hash": "a" * 64, "spec": {}, "parent_hash": None, "changed_fields": []}
+
+    def task(task_id: str) -> dict[str, Any]:
+        return {"task_id": task_id, "kind": "noop", "queue": "control", "inputs": {}}
+    store.append(main, [NewEvent("HarnessVersioned", note), NewEvent("TaskRequested", task("t1"))])
+    store.fork(main, "child")
+    child = BranchRef("typed", "child")
+    store.append(child, [NewEvent("TaskRequested", task("t2")), NewEvent("HarnessVersioned", note)])
+    everything = store.read_branch(child)
+    picked = store.read_branch(child, types=["TaskRequested"])
+    assert picked == [e for e in everything if e.type == "TaskRequested"] and len(picked) == 2
+    assert [e.seq for e in store.read_branch(child, upto_seq=picked[0].seq, types=("TaskRequested",))] == [
+        picked[0].seq]
+    assert store.read_branch(child, types=[]) == []
