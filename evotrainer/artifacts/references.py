@@ -21,20 +21,25 @@ class _EventLike(Protocol):
 
 def artifact_fields(payload: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(dotted field path, sha256) of every artifact reference in a payload, in order."""
-    return _walk(payload, "")
+    found: list[tuple[str, str]] = []
+    _walk(payload, "", found)
+    return iter(found)
 
 
-def _walk(value: Any, path: str) -> Iterator[tuple[str, str]]:
+def _walk(value: dict[str, Any] | list[Any], path: str, found: list[tuple[str, str]]) -> None:
+    # A plain recursion into containers only, with a path spelled out only for what is
+    # found or descended into: a projection rebuild walks every payload of the log, and
+    # most of their values are scalars (a recursive generator cost 7 us an event).
     if isinstance(value, dict):
         for key, item in value.items():
-            child = f"{path}.{key}" if path else key
             if key.endswith("sha256") and is_artifact_id(item):
-                yield child, item
-            else:
-                yield from _walk(item, child)
-    elif isinstance(value, list):
+                found.append((f"{path}.{key}" if path else key, item))
+            elif isinstance(item, dict | list):
+                _walk(item, f"{path}.{key}" if path else key, found)
+    else:
         for i, item in enumerate(value):
-            yield from _walk(item, f"{path}[{i}]")
+            if isinstance(item, dict | list):
+                _walk(item, f"{path}[{i}]", found)
 
 
 def referenced_artifacts(events: Iterable[_EventLike]) -> dict[str, list[str]]:

@@ -45,6 +45,7 @@ from evotrainer.fleet.errors import TaskInputError, TransientTaskError
 from evotrainer.fleet.registry import TaskRequest, TaskResult, kind_spec, validate_inputs
 from evotrainer.refs import BranchRef
 from evotrainer.store import sql
+from evotrainer.store.conninfo import conninfo_of
 from evotrainer.store.eventstore import EventStore
 from evotrainer.store.records import NewEvent, StoredEvent, row_to_event
 
@@ -136,7 +137,7 @@ def _claim_and_load(
 
 def _run_attempt(store: EventStore, event: StoredEvent, attempt: int, worker: str, durable_after_s: float) -> Outcome:
     started = time.monotonic()
-    conninfo = leases.conninfo_of(store)  # read now: a connection that dies cannot say where it was
+    conninfo = conninfo_of(store)  # read now: a connection that dies cannot say where it was
     try:
         task = _request_of(event)
         spec = kind_spec(task.kind)

@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.errors import TransientTaskError
 from evotrainer.fleet.execute import AttemptInterrupted, Outcome, execute, release_lease
-from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
+from evotrainer.fleet.leases import LeaseKeeper
 from evotrainer.fleet.outbox import Dispatcher
 from evotrainer.offline import go_offline
+from evotrainer.store.conninfo import conninfo_of
 from evotrainer.store.eventstore import EventStore
 
 log = logging.getLogger(__name__)

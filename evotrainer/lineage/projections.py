@@ -19,9 +19,11 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from evotrainer.artifacts.references import artifact_fields
 from evotrainer.store import EventStore, GlobalPosition, StoredEvent
+from evotrainer.store.batch import already_json
 from evotrainer.store.subscription import Subscription
 
 LIVE_SCHEMA = "projections"
@@ -147,22 +149,46 @@ class _Batch:
             sql.SQL("UPDATE {}.branch_state SET status = %s WHERE experiment = %s AND branch = %s").format(s),
             [(status, exp, br) for (exp, br), status in self.statuses.items()],
         )
-        conn.cursor().executemany(
-            sql.SQL("INSERT INTO {}.tasks (experiment, branch, task_id, kind, queue, status, requested_seq,"
-                    " requested_position) VALUES (%s, %s, %s, %s, %s, 'requested', %s, %s)"
-                    " ON CONFLICT DO NOTHING").format(s),
-            self.task_requests,
-        )
-        conn.cursor().executemany(
-            sql.SQL("UPDATE {}.tasks SET status = %s, attempts = greatest(attempts, %s), worker = %s,"
-                    " finished_position = %s, error_class = %s"
-                    " WHERE experiment = %s AND branch = %s AND task_id = %s").format(s),
-            self.task_outcomes,
-        )
+        # Tasks are most of a fleet's log: one statement each for the batch's requests and
+        # outcomes, not one per row (a statement per row was a third of a rebuild's time),
+        # their rows sent as one JSON document (orjson's C beats psycopg's array dumping).
+        if self.task_requests:
+            conn.execute(sql.SQL(
+                "INSERT INTO {}.tasks (experiment, branch, task_id, kind, queue, status, requested_seq,"
+                " requested_position)"
+                " SELECT r->>0, r->>1, r->>2, r->>3, r->>4, 'requested', (r->>5)::bigint, (r->>6)::bigint"
+                "   FROM jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS a(r, n)"
+                "  ORDER BY a.n ON CONFLICT DO NOTHING"  # the first request of a task id stands
+            ).format(s), (_json_rows(self.task_requests),))
+        if self.task_outcomes:
+            conn.execute(sql.SQL(
+                "UPDATE {}.tasks t SET status = o.r->>0, attempts = greatest(t.attempts, (o.r->>1)::int),"
+                " worker = o.r->>2, finished_position = (o.r->>3)::bigint, error_class = o.r->>4"
+                "  FROM jsonb_array_elements(%s::jsonb) AS o(r)"
+                " WHERE (t.experiment, t.branch, t.task_id) = (o.r->>5, o.r->>6, o.r->>7)"
+            ).format(s), (_json_rows(_last_outcome_per_task(self.task_outcomes)),))
         conn.cursor().executemany(
             sql.SQL("INSERT INTO {}.artifacts VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING").format(s),
             list(self.artifacts.values()),
         )
+
+
+def _json_rows(rows: list[tuple[Any, ...]]) -> Jsonb:
+    """Rows as one JSON array of arrays, for jsonb_array_elements()."""
+    return Jsonb(orjson.dumps(rows), dumps=already_json)
+
+
+def _last_outcome_per_task(outcomes: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The batch's outcomes folded to one per task, as applying them one by one in order
+    would leave the row: the last outcome's status, worker, position and error class, and
+    the most attempts any of them names. (One UPDATE changes a row at most once.)"""
+    folded: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for status, attempt, worker, position, error_class, *key in outcomes:
+        earlier = folded.get(tuple(key))
+        if earlier is not None and earlier[1] is not None:
+            attempt = earlier[1] if attempt is None else max(attempt, earlier[1])
+        folded[tuple(key)] = (status, attempt, worker, position, error_class, *key)
+    return list(folded.values())
 
 
 def apply(conn: psycopg.Connection[Any], schema: str, events: Iterable[StoredEvent]) -> None:

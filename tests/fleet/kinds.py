@@ -49,7 +49,7 @@ def cut_off(request: TaskRequest) -> TaskResult:
     recorded (as a restarted server or a dropped network would do to it)."""
     import psycopg
 
-    from evotrainer.fleet.leases import conninfo_of
+    from evotrainer.store.conninfo import conninfo_of
 
     pid = request.store.conn.info.backend_pid
     with psycopg.connect(conninfo_of(request.store), autocommit=True) as admin:

@@ -21,12 +21,13 @@ from evotrainer.fleet.config import FleetConfig
 from evotrainer.fleet.errors import TaskInputError
 from evotrainer.fleet.execute import _close_and_append, execute
 from evotrainer.fleet.inprocess import run_in_process
-from evotrainer.fleet.leases import LeaseKeeper, conninfo_of
+from evotrainer.fleet.leases import LeaseKeeper
 from evotrainer.fleet.listing import list_tasks
 from evotrainer.fleet.outbox import BATCH, REAP_EXPIRED, RECORD_BATCH, RESCAN_S, TAKE_FOR_PUBLISHING, Dispatcher
 from evotrainer.fleet.registry import TaskSpec, request_task, request_tasks
 from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore
+from evotrainer.store.conninfo import conninfo_of
 from evotrainer.store.records import NewEvent, StoredEvent
 from tests.conftest import IN_CI
 

@@ -213,3 +213,31 @@ def test_lineage_marks_the_best_so_far_and_work_in_flight(store: EventStore, cli
     tree = run(cli_env, "lineage", "demo").stdout.splitlines()
     assert tree[1].startswith("└── main  [running]")  # not the incumbent, and a task in flight
     assert any("lr-up @" in line and "[incumbent]" in line for line in tree)
+
+
+def test_a_task_retried_within_one_batch_is_projected_as_its_last_outcome(store: EventStore) -> None:
+    """Outcomes are written one statement a batch: the row must end as applying them one
+    by one would leave it, in the live projections and in a rebuild alike."""
+    from evotrainer.lineage.projections import LIVE_SCHEMA, compare, rebuild
+
+    store.create_experiment("retry")
+    main = BranchRef("retry", "main")
+    request = {"kind": "noop", "queue": "control", "inputs": {}}
+    failed = {"worker": "w1", "error_class": "OSError", "message": "m", "traceback": "", "retryable": True}
+    store.append(main, [
+        NewEvent("TaskRequested", {"task_id": "r1", **request}),
+        NewEvent("TaskFailed", {"task_id": "r1", "attempt": 2, **failed}),
+        NewEvent("TaskCompleted", {"task_id": "r1", "worker": "w2", "attempt": 1, "outputs": {}, "duration_s": 0.1}),
+        NewEvent("TaskRequested", {"task_id": "r2", **request}),
+        NewEvent("TaskFailed", {"task_id": "r2", "attempt": 1, **failed}),
+    ])
+    Projector(store).catch_up()
+    rows = store.conn.execute(
+        "SELECT task_id, status, attempts, worker, error_class FROM projections.tasks"
+        " WHERE experiment = 'retry' ORDER BY task_id").fetchall()
+    assert rows == [("r1", "completed", 2, "w2", None), ("r2", "retrying", 1, "w1", "OSError")]
+    try:
+        rebuild(store, "retry_rebuilt", batch_size=2)  # the same rows whatever the batches
+        assert compare(store.conn, LIVE_SCHEMA, "retry_rebuilt") is None
+    finally:
+        store.conn.execute('DROP SCHEMA IF EXISTS "retry_rebuilt" CASCADE')
