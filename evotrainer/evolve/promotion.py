@@ -273,7 +273,11 @@ def _incumbent(store: EventStore, experiment: str) -> tuple[BranchRef, int, Stor
     # The head first, then the decisions up to it: a decision appended in between moves
     # the head past what was judged, so an append that expects this head fails.
     head = store.head(main)[0]
-    judged = judged_by_the_gate(store, store.read_branch(main, upto_seq=head, types=DECISIONS))
+    # Only promotions can make a best so far (a rejection never changes the incumbent
+    # judged_by_the_gate carries), so the rejections, most of a long experiment's
+    # decisions, are not read. (PromotionDecided has one payload version.)
+    promotions = store.read_branch(main, upto_seq=head, types=DECISIONS, payload_contains={"decision": "promoted"})
+    judged = judged_by_the_gate(store, promotions)
     promoting = next((e for e, why in reversed(judged) if why is None and e.payload["decision"] == "promoted"), None)
     if promoting is None:
         return main, head, None

@@ -550,10 +550,13 @@ class EventStore:
     # -- reading ----------------------------------------------------------------
 
     def read_branch(self, ref: BranchRef, after_seq: int = 0, upto_seq: int | None = None,
-                    types: Sequence[str] | None = None) -> list[StoredEvent]:
+                    types: Sequence[str] | None = None,
+                    payload_contains: dict[str, Any] | None = None) -> list[StoredEvent]:
         """The effective history of a branch: inherited prefix, then its own events; only
-        those of `types` when given (a reader after one kind of event in a long history
-        then decodes only those)."""
+        those of `types`, and whose stored payload contains `payload_contains` (jsonb @>),
+        when given: a reader after a few events of a long history decodes only those. The
+        payload is matched as stored, before upcasting: a filter on a field that an older
+        version of the type spelled differently misses those events."""
         info = self.branch(ref.branch_ref)
         if upto_seq is None and ref.seq is not None:
             upto_seq = ref.seq
@@ -563,13 +566,21 @@ class EventStore:
             ids.append(branch_id)
             lows.append(max(after, after_seq))
             highs.append(min(bounds) if bounds else None)
+        conditions: list[str] = []
+        filter_params: list[Any] = []
+        if types is not None:
+            conditions.append("e.type = ANY(%s::text[])")
+            filter_params.append(list(types))
+        if payload_contains is not None:
+            conditions.append("e.payload @> %s::jsonb")
+            filter_params.append(Jsonb(payload_contains))
+        filters = " WHERE " + " AND ".join(conditions) if conditions else ""
         rows = self.conn.execute(
             sql.SELECT_EVENTS
             + " JOIN unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS s(branch_id, lo, hi)"
             " ON e.branch_id = s.branch_id AND e.seq > s.lo AND (s.hi IS NULL OR e.seq <= s.hi)"
-            + ("" if types is None else " WHERE e.type = ANY(%s::text[])")
-            + " ORDER BY e.seq",
-            (ids, lows, highs) if types is None else (ids, lows, highs, list(types)),
+            + filters + " ORDER BY e.seq",
+            (ids, lows, highs, *filter_params),
         ).fetchall()
         return [row_to_event(row) for row in rows]
 

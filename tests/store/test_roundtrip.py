@@ -206,3 +206,6 @@ def test_read_branch_of_some_types_keeps_the_inherited_prefix_and_the_order(stor
     assert [e.seq for e in store.read_branch(child, upto_seq=picked[0].seq, types=("TaskRequested",))] == [
         picked[0].seq]
     assert store.read_branch(child, types=[]) == []
+    second = store.read_branch(child, types=["TaskRequested"], payload_contains={"task_id": "t2"})
+    assert [e.payload["task_id"] for e in second] == ["t2"]
+    assert store.read_branch(child, payload_contains={"kind": "noop"}) == picked
