@@ -3,17 +3,18 @@
     python bench/fleet.py [--tasks 2000] [--latency-samples 200] [--durable]
 
 Two worker processes (threads pool, one task at a time each, the fleet's long-job
-settings) run no-op tasks. The fleet's path is the whole of it. The throughput runs request
-their tasks in one transaction (request_tasks) and the dispatcher hands them off; each
-latency sample is one request_task, whose process publishes the task itself after its
-commit (evotrainer.fleet.handoff), as any requester configured with the broker does.
-Then the worker's lease, loading the request, appending TaskCompleted. The baseline is a bare Celery no-op task published straight to the broker
-with the same settings. Both tasks push their start time to one Redis list, so "task
-start" means the same thing on both sides. Prints throughput (tasks/s, until the last
-task completed), latency from append (or publish) to task start (p50, p99) and the
-ratios, the spread of the rounds and the machine's load. Targets: a throughput overhead of at
-most 2x (the median round), and a p99 latency at most 3x bare (all rounds' samples pooled:
-a round's few dozen samples have no p99 of their own).
+settings) run no-op tasks. The fleet's path is the whole of it. The throughput runs
+request their tasks in one transaction (request_tasks) and the dispatcher hands them
+off; each latency sample is one request_task, whose process publishes the task itself
+after its commit (evotrainer.fleet.handoff), as any requester configured with the broker
+does. Then the worker's lease, loading the request, appending TaskCompleted. The
+baseline is a bare Celery no-op task published straight to the broker with the same
+settings. Both tasks push their start time to one Redis list, so "task start" means the
+same thing on both sides. Prints throughput (tasks/s, until the last task completed),
+latency from append (or publish) to task start (p50, p99) and the ratios, the spread of
+the rounds and the machine's load. Targets: a throughput overhead of at most 2x (the
+median round), and a p99 latency at most 3x bare (all rounds' samples pooled: a round's
+few dozen samples have no p99 of their own).
 
 The workers run with their defaults, so a no-op task (far shorter than
 EVOTRAINER_DURABLE_CLOSE_SECONDS) records its outcome without waiting for the disk;
