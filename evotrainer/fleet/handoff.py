@@ -31,23 +31,11 @@ import psycopg
 
 from evotrainer.fleet.config import QUEUES, FleetConfig
 from evotrainer.fleet.errors import BrokerUnavailableError
+from evotrainer.fleet.leases import record_handoffs
 from evotrainer.store.records import StoredEvent
 
 log = logging.getLogger(__name__)
 
-# The requester's row, taken for publishing by the requester itself: published_at set,
-# so the dispatcher leaves it alone while the requester publishes. Only a row this
-# statement inserted is the requester's to publish; an existing one (a request made again)
-# is already someone else's.
-RECORD_OWN_HANDOFF = """
-INSERT INTO fleet_tasks (event_id, experiment, branch, task_id, kind, queue, max_attempts, requested_at,
-                         published_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now())
-ON CONFLICT DO NOTHING
-RETURNING event_id
-"""
-# A row whose message the broker refused: due for the dispatcher at once.
-UNTAKE = "UPDATE fleet_tasks SET published_at = NULL WHERE event_id = %s AND state = 'pending'"
 # After the broker refused a message, requests leave publishing to the dispatcher for this
 # long: a requester does not wait out the broker's retries on every request while it is down.
 BROKER_DOWN_PAUSE_S = 30.0
@@ -59,7 +47,7 @@ class DirectHandOff:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._publisher: Any = None
-        self._made_for: tuple[int, str | None, str] | None = None
+        self._made_for: tuple[int, str | None, str | None] | None = None
         self._paused_until = 0.0
 
     def available(self) -> bool:
@@ -69,12 +57,11 @@ class DirectHandOff:
 
     def record(self, conn: psycopg.Connection[Any], event: StoredEvent) -> bool:
         """In the request's transaction: record its hand-off row as this requester's to
-        publish. False: the row exists already (the request was made before)."""
-        p = event.payload
-        return conn.execute(RECORD_OWN_HANDOFF, (
-            event.event_id, event.experiment, event.branch, p["task_id"], p["kind"], p["queue"],
-            p.get("max_attempts", 3), event.recorded_at,
-        )).fetchone() is not None
+        publish. False, with nothing recorded: the row exists already (the request was made
+        before), or the queue is not the fleet's (the dispatcher refuses it, on the record)."""
+        if event.payload["queue"] not in QUEUES:
+            return False
+        return event.event_id in record_handoffs(conn, [event], being_published=True)
 
     def publish(self, conn: psycopg.Connection[Any], event: StoredEvent) -> None:
         """After the request's commit: hand the task to the broker and mark it published.
@@ -82,13 +69,9 @@ class DirectHandOff:
         from evotrainer.fleet.outbox import MARK_PUBLISHED, crash_point
 
         crash_point("requester-before-publish")
-        queue = event.payload["queue"]
-        if queue not in QUEUES:  # the dispatcher's to refuse, with a recorded TaskFailed
-            self._leave_to_dispatcher(conn, event)
-            return
         try:
             with self._lock:
-                self._publisher_now().publish([(queue, event.event_id)])
+                self._publisher_now().publish([(event.payload["queue"], event.event_id)])
         except Exception as exc:  # noqa: BLE001
             # The request is recorded whatever happens here, so nothing may reach the
             # caller as a failure of it: a broker that is down (BrokerUnavailableError), or
@@ -108,24 +91,26 @@ class DirectHandOff:
             log.warning("published %s but could not mark it (%s)", event.event_id, exc)
 
     def _leave_to_dispatcher(self, conn: psycopg.Connection[Any], event: StoredEvent) -> None:
-        from evotrainer.fleet.outbox import NOTIFY_CHANNEL
+        from evotrainer.fleet.outbox import NOTIFY_CHANNEL, UNTAKE
 
         try:
             with nullcontext() if conn.autocommit else conn.transaction():
-                conn.execute(UNTAKE, (event.event_id,))
+                conn.execute(UNTAKE, ([event.event_id],))
                 conn.execute(f"NOTIFY {NOTIFY_CHANNEL}")
         except psycopg.Error as exc:
             log.warning("could not hand %s back to the dispatcher (%s); it will take it after the "
                         "publishing lease", event.event_id, exc)
 
     def _publisher_now(self) -> Any:
-        cfg = FleetConfig.from_env()
-        made_for = (os.getpid(), cfg.broker_url, cfg.queue_prefix)
+        # Made again only in a forked child or for another broker or prefix: the
+        # environment is read, not parsed into a FleetConfig, on every request.
+        made_for = (os.getpid(), os.environ.get("EVOTRAINER_BROKER_URL"), os.environ.get("EVOTRAINER_QUEUE_PREFIX"))
         if self._publisher is None or self._made_for != made_for:
             # Imported here: Celery costs a process that never requests a task nothing.
             from workers.app import make_app
             from workers.publisher import CeleryPublisher
 
+            cfg = FleetConfig.from_env()
             self._publisher = CeleryPublisher(make_app(cfg), cfg)
             self._made_for = made_for
         return self._publisher

@@ -29,12 +29,29 @@ log = logging.getLogger(__name__)
 # request with the same task id on the branch names the same work, and is not run again.
 # The arrays travel in binary (%b): psycopg's text format quotes element by element, which
 # cost a few milliseconds per batch of hundreds, before the first task could be published.
+# published_at set (`being_published`): taken for publishing by whoever records the rows
+# (a requester publishing its own task, evotrainer.fleet.handoff). Returns the rows inserted:
+# a request that has its row already is someone else's to publish.
 RECORD_HANDOFFS = """
-INSERT INTO fleet_tasks (event_id, experiment, branch, task_id, kind, queue, max_attempts, requested_at)
-SELECT * FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::int[],
-                     %b::timestamptz[])
+INSERT INTO fleet_tasks (event_id, experiment, branch, task_id, kind, queue, max_attempts, requested_at,
+                         published_at)
+SELECT u.*, CASE WHEN %b::bool THEN now() END
+  FROM unnest(%b::uuid[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::int[],
+              %b::timestamptz[]) AS u
 ON CONFLICT DO NOTHING
+RETURNING event_id::text
 """
+
+
+def record_handoffs(conn: psycopg.Connection[Any], requests: list[Any], being_published: bool = False) -> set[str]:
+    """Hand-off rows for TaskRequested events (StoredEvent) that have none; the event ids
+    of the rows inserted."""
+    return {row[0] for row in conn.execute(RECORD_HANDOFFS, [
+        being_published, [e.event_id for e in requests], [e.experiment for e in requests],
+        [e.branch for e in requests], [e.payload["task_id"] for e in requests], [e.payload["kind"] for e in requests],
+        [e.payload["queue"] for e in requests], [e.payload.get("max_attempts", 3) for e in requests],
+        [e.recorded_at for e in requests],
+    ])}
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,8 @@ SELECT event_id::text, attempts, max_attempts, worker, lease_expires_at < now() 
 """
 # Only rows still waiting for a worker: one may have been claimed, or even finished,
 # while the batch was being published.
+# Taken for publishing, but the broker refused: pending rows are due again at once.
+UNTAKE = "UPDATE fleet_tasks SET published_at = NULL WHERE event_id = ANY(%s::uuid[]) AND state = 'pending'"
 MARK_PUBLISHED = f"""
 UPDATE fleet_tasks SET state = 'published', publish_count = publish_count + 1
  WHERE event_id = ANY(%b::uuid[]) AND state IN ('pending', 'published')
@@ -126,12 +128,7 @@ def record_handoffs(conn: psycopg.Connection[Any], events: list[StoredEvent]) ->
     were appended by someone other than a worker (they are already closed otherwise)."""
     requests = [e for e in events if e.type == "TaskRequested"]
     if requests:
-        conn.execute(leases.RECORD_HANDOFFS, [
-            [e.event_id for e in requests], [e.experiment for e in requests], [e.branch for e in requests],
-            [e.payload["task_id"] for e in requests], [e.payload["kind"] for e in requests],
-            [e.payload["queue"] for e in requests], [e.payload.get("max_attempts", 3) for e in requests],
-            [e.recorded_at for e in requests],
-        ])
+        leases.record_handoffs(conn, requests)
     closed = [e for e in events if e.type in ("TaskCompleted", "TaskFailed")]
     if closed:
         # Outcomes appended by a worker closed their row already and match nothing here.
@@ -209,9 +206,7 @@ class Dispatcher:
             try:
                 self.publisher.publish(good)
             except BrokerUnavailableError:
-                # Not handed off after all: pending rows are due again at once.
-                conn.execute("UPDATE fleet_tasks SET published_at = NULL WHERE event_id = ANY(%s::uuid[])"
-                             " AND state = 'pending'", (ids,))
+                conn.execute(UNTAKE, (ids,))
                 raise
             with nullcontext() if conn.autocommit else conn.transaction():
                 conn.execute(MARK_PUBLISHED, (ids,))
