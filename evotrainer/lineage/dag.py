@@ -66,16 +66,14 @@ class LineageDAG:
         node's whole chain cost most of building a 2,000-branch graph)."""
         reaches_root: set[str] = set()
         for ref in self.nodes:
-            path: list[str] = []
             on_path: set[str] = set()
             current: str | None = ref
             while current is not None and current not in reaches_root:
                 if current in on_path:
                     self.ancestors(ref)  # raises, naming the cycle
                 on_path.add(current)
-                path.append(current)
                 current = self.nodes[current].parent
-            reaches_root.update(path)
+            reaches_root |= on_path
 
     @classmethod
     def from_store(cls, store: object, experiment: str | None = None) -> LineageDAG:
