@@ -568,17 +568,6 @@ def test_a_notified_request_behind_an_older_transaction_is_published_as_soon_as_
             _stop_dispatcher(stop, thread, database_url)
 
 
-def test_conninfo_of_reads_the_connection_once_and_names_an_application_only_when_asked(exp: EventStore) -> None:
-    plain = conninfo_of(exp)
-    assert conninfo_of(exp) is plain  # read once per connection (a worker asks every attempt)
-    named = conninfo_of(exp, application_name="probe")
-    assert "application_name=probe" in named and "probe" not in plain
-    with psycopg.connect(named, autocommit=True) as conn:
-        assert conn.execute("SELECT current_setting('application_name')").fetchone() == ("probe",)
-    with EventStore.connect(plain, actor="second") as other:
-        assert conninfo_of(other) == plain and conninfo_of(other) is not plain  # a cache per connection
-
-
 def test_request_tasks_requests_many_in_one_transaction_all_or_none_and_idempotently(exp: EventStore) -> None:
     specs = [TaskSpec("noop", f"m{i}") for i in range(3)]
     first = request_tasks(exp, MAIN, specs)
