@@ -58,6 +58,7 @@ class LineageDAG:
             ref: BranchNode(ref, parent, fork_seq, tuple(sorted(children[ref])))
             for ref, (parent, fork_seq) in parents.items()
         }
+        self._order: list[str] | None = None
         self._check_acyclic()
 
     def _check_acyclic(self) -> None:
@@ -119,11 +120,13 @@ class LineageDAG:
 
     def topological_order(self) -> list[str]:
         """Parents before children; siblings by name."""
-        order: list[str] = []
-        for root in self.roots():
-            order.append(root)
-            order.extend(self.descendants(root))
-        return order
+        if self._order is None:  # a page draws it and lists it: walked once per graph
+            order: list[str] = []
+            for root in self.roots():
+                order.append(root)
+                order.extend(self.descendants(root))
+            self._order = order
+        return list(self._order)
 
     def common_ancestor(self, a: str, b: str) -> str | None:
         """The nearest branch both descend from (or are)."""

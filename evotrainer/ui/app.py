@@ -39,8 +39,8 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, GlobalPosition
 from evotrainer.ui import reads
 from evotrainer.ui.render import Links, Pages
-from evotrainer.ui.svg import Edge, curve_svg, lineage_svg
-from evotrainer.ui.tables import branch_table
+from evotrainer.ui.svg import curve_svg
+from evotrainer.ui.tables import lineage_parts
 
 log = logging.getLogger("evotrainer.ui")
 READ_METHODS = frozenset({"GET", "HEAD"})
@@ -173,7 +173,8 @@ def create_app(database_url: str | None = None, token: str | None = None, poll_m
 
     def lineage(store: EventStore, request: Request) -> dict[str, Any]:
         found = reads.lineage(store, request.path_params["experiment"])
-        return {"lineage": found, "graph": lineage_graph(found, links), "table": branch_table(found, links)}
+        graph, table = lineage_parts(found, links)
+        return {"lineage": found, "graph": graph, "table": table}
 
     def branch(store: EventStore, request: Request) -> dict[str, Any]:
         found = reads.branch(store, _ref(request))
@@ -244,14 +245,6 @@ def create_app(database_url: str | None = None, token: str | None = None, poll_m
         lifespan=lifespan,
     )  # fmt: skip
     return Guard(app, token)
-
-
-def lineage_graph(found: reads.Lineage, links: Links) -> str:
-    """The experiment's graph as SVG: edges labelled with the fork's reason, linking to the
-    intervention it runs."""
-    edges = {ref: Edge(reason, links.intervention(found.experiment, iv) if iv else None)
-             for ref, (reason, iv) in found.edges.items()}  # fmt: skip
-    return lineage_svg(found.dag, found.info, edges, links.branch)
 
 
 def _ref(request: Request) -> BranchRef:

@@ -18,14 +18,13 @@ from evotrainer.store import EventStore
 from evotrainer.ui import reads
 from evotrainer.ui.render import Pages, ReportLinks
 from evotrainer.ui.svg import curve_svg
-from evotrainer.ui.tables import branch_table
+from evotrainer.ui.tables import lineage_parts
 
 
 def write_report(store: EventStore, experiment: str, out: Path) -> list[Path]:
     """Write index.html (the lineage graph and table) and one page per branch into `out`;
     returns the files written."""
     from evotrainer.lineage.projections import Projector
-    from evotrainer.ui.app import lineage_graph
 
     pages = Pages(ReportLinks())
     Projector(store).catch_up()
@@ -33,8 +32,8 @@ def write_report(store: EventStore, experiment: str, out: Path) -> list[Path]:
     with read_only(store.conn):
         found = reads.lineage(store, experiment)
         common = {"position": "", "live": False, "poll_ms": 0}
-        rendered["index.html"] = pages.render("lineage.html", lineage=found, graph=lineage_graph(found, pages.links),
-                                              table=branch_table(found, pages.links), **common)  # fmt: skip
+        graph, table = lineage_parts(found, pages.links)
+        rendered["index.html"] = pages.render("lineage.html", lineage=found, graph=graph, table=table, **common)
         for ref in found.dag.topological_order():
             b = reads.branch(store, BranchRef.parse(ref, allow_seq=False))
             curves = [curve_svg(title, points) for title, points in b.curves]

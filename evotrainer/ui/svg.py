@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape as _html_escape
 
@@ -18,6 +18,9 @@ from evotrainer.lineage.tree import BranchSummary
 NODE_W, NODE_H = 190, 44
 COLUMN, ROW = 420, 62
 MARGIN = 16
+_GAP = COLUMN - NODE_W  # between a parent's box and its child's, one column to the right
+_LABEL_WIDTH, _NAME_WIDTH = 34, 26  # characters shown before "…"
+_OUTLINE, _INCUMBENT = ' stroke="#667" stroke-width="1"', ' stroke="#b8860b" stroke-width="3"'
 _SPECIAL = re.compile(r"[&<>\"']")
 
 
@@ -27,8 +30,21 @@ def escape(text: str) -> str:
     return _html_escape(text) if _SPECIAL.search(text) else text
 
 
+def all_plain(texts: Iterable[str]) -> bool:
+    """Whether escape() would leave every one of `texts` as it is: one search over them
+    all, where a page of thousands of branches would otherwise escape each name, ref and
+    link one call at a time."""
+    return _SPECIAL.search("".join(texts)) is None
+
+
 STATUS_FILL = {"incumbent": "#ffd95a", "promoted": "#b9f0b9", "rejected": "#f7c1cc", "running": "#dfe7f5",
                "start": "#e4e4e4", "waiting": "#ffb366"}  # fmt: skip
+
+
+# Drawn once per picture instead of on each of thousands of elements (the outline and
+# fill per status stay attributes: a picture saved on its own keeps its colours).
+_LINEAGE_STYLE = ("<style>svg.lineage .edge{fill:none;stroke:#889;stroke-width:1.5}"
+                  "svg.lineage .edge-label{fill:#445}svg.lineage .name{font-weight:bold}</style>")
 
 
 @dataclass(frozen=True)
@@ -65,49 +81,59 @@ def lineage_svg(
 ) -> str:
     """The lineage DAG: one box per branch (its name, status, latest and best score),
     coloured by status, the incumbent outlined; one edge per fork, labelled with what the
-    fork changed. Boxes link to `href(ref)`."""
+    fork changed. Boxes link to `href(ref)`.
+
+    A large experiment's page draws thousands of branches, so each element carries as
+    few computed figures as it can: a box is a group moved to its corner, its parts placed
+    within it, and an edge is a curve relative to where it starts (a child is always one
+    column right of its parent). Text is escaped one call at a time only where a search
+    over all text of its kind found something to escape (names, links and statuses
+    nearly never hold any)."""
     place = layout(dag)
     columns = max((c for c, _ in place.values()), default=0) + 1
     rows = max((r for _, r in place.values()), default=0) + 1
     width, height = columns * COLUMN + 2 * MARGIN, rows * ROW + 2 * MARGIN
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="lineage" width="{width}" height="{height}"'
-           f' viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">']  # fmt: skip
-
-    def corner(ref: str) -> tuple[int, int]:
-        c, r = place[ref]
-        return MARGIN + c * COLUMN, MARGIN + r * ROW
-
-    for ref in place:
-        parent = dag.node(ref).parent
-        if parent is None:
+           f' viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">{_LINEAGE_STYLE}']  # fmt: skip
+    nodes = dag.nodes
+    hrefs_plain = all_plain(edge.href for edge in edges.values() if edge.href)
+    labels_plain = all_plain(edge.label for edge in edges.values())  # the "@seq " before each is plain
+    for ref, (column, row) in place.items():
+        node = nodes[ref]
+        if node.parent is None:
             continue
-        (px, py), (cx, cy) = corner(parent), corner(ref)
-        x1, y1, x2, y2 = px + NODE_W, py + NODE_H // 2, cx, cy + NODE_H // 2
-        mid = (x1 + x2) // 2
-        out.append(f'<path class="edge" d="M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}" fill="none"'
-                   f' stroke="#889" stroke-width="1.5"/>')  # fmt: skip
+        parent_row = place[node.parent][1]
+        x, y = MARGIN + column * COLUMN, MARGIN + parent_row * ROW + NODE_H // 2
+        drop = (row - parent_row) * ROW
         edge = edges.get(ref)
-        fork = f"@{dag.node(ref).fork_seq}"
-        text = f"{fork} {edge.label}" if edge and edge.label else fork
-        label = f'<text class="edge-label" x="{x1 + 4}" y="{y2 - 4}" fill="#445">{escape(_clip(text, 34))}</text>'
+        text = f"@{node.fork_seq} {edge.label}" if edge and edge.label else f"@{node.fork_seq}"
+        title, shown = (text, _clip(text, _LABEL_WIDTH)) if labels_plain else (
+            escape(text), escape(_clip(text, _LABEL_WIDTH)))
+        label = f'<text class="edge-label" x="{x - _GAP + 4}" y="{y + drop - 4}">{shown}</text>'
         if edge and edge.href:
-            label = f'<a href="{escape(edge.href)}">{label}</a>'
-        out.append(f"<g><title>{escape(text)}</title>{label}</g>")
-    for ref in place:
-        x, y = corner(ref)
+            label = f'<a href="{edge.href if hrefs_plain else escape(edge.href)}">{label}</a>'
+        out.append(f'<path class="edge" d="M{x - _GAP},{y}c{_GAP // 2},0 {_GAP // 2},{drop} {_GAP},{drop}"/>'
+                   f"<g><title>{title}</title>{label}</g>")
+    refs_plain = all_plain(place)
+    links = {ref: href(ref) for ref in place}
+    links_plain = all_plain(link for link in links.values() if link)
+    statuses = {status: escape(status) for status in {s.status for s in info.values()} | {"unknown"}}
+    for ref, (column, row) in place.items():
         s = info.get(ref)
-        status = escape(s.status if s else "unknown")
-        name, safe_ref = escape(_clip(ref.partition("/")[2], 26)), escape(ref)
-        score = f" avg {_score(s.last_score)} best {_score(s.best_score)}" if s and s.last_score is not None else ""
-        outline = ' stroke="#b8860b" stroke-width="3"' if s and s.incumbent else ' stroke="#667" stroke-width="1"'
-        box = (f'<rect x="{x}" y="{y}" width="{NODE_W}" height="{NODE_H}" rx="6"'
-               f' fill="{STATUS_FILL.get(status, "#fff")}"{outline}/>'
-               f'<text x="{x + 8}" y="{y + 17}" font-weight="bold">{name}</text>'
-               f'<text x="{x + 8}" y="{y + 34}">{status}{score}</text>')  # fmt: skip
-        link = href(ref)
-        node = (f'<g class="node" data-ref="{safe_ref}" data-status="{status}"'
-                f' data-score="{_score(s.last_score if s else None)}"><title>{safe_ref}: {status}</title>')
-        out.append(node + (f'<a href="{escape(link)}">{box}</a>' if link else box) + "</g>")
+        status = statuses[s.status if s else "unknown"]
+        name = _clip(ref.partition("/")[2], _NAME_WIDTH)
+        safe_ref, name = (ref, name) if refs_plain else (escape(ref), escape(name))
+        last = _score(s.last_score) if s else ""
+        score = f" avg {last} best {_score(s.best_score)}" if s and s.last_score is not None else ""
+        box = (f'<rect width="{NODE_W}" height="{NODE_H}" rx="6" fill="{STATUS_FILL.get(status, "#fff")}"'
+               f'{_INCUMBENT if s and s.incumbent else _OUTLINE}/><text x="8" y="17" class="name">{name}</text>'
+               f'<text x="8" y="34">{status}{score}</text>')  # fmt: skip
+        link = links[ref]
+        if link:
+            box = f'<a href="{link if links_plain else escape(link)}">{box}</a>'
+        out.append(f'<g class="node" data-ref="{safe_ref}" data-status="{status}" data-score="{last}"'
+                   f' transform="translate({MARGIN + column * COLUMN},{MARGIN + row * ROW})">'
+                   f"<title>{safe_ref}: {status}</title>{box}</g>")
     out.append("</svg>")
     return "".join(out)
 
