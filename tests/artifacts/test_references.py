@@ -20,3 +20,14 @@ def test_every_sha256_field_is_found_with_its_path_in_order() -> None:
         ("runs[2][0].deep_sha256", A), ("sha256", B),
     ]
     assert list(artifact_fields({"scalar": 1, "list": [1, "a"], "empty": {}})) == []
+
+
+def test_text_that_only_looks_like_a_reference_finds_nothing_and_a_real_one_is_never_missed() -> None:
+    # The quick search of the payload's JSON text must neither let a value that spells a
+    # key through nor miss a key however it is nested or written.
+    assert list(artifact_fields({"note": f'x_sha256":"{A}'})) == []
+    quoted = 'k"'
+    assert list(artifact_fields({"ünïcode_sha256": A, quoted: {"x_sha256": B}})) == [
+        ("ünïcode_sha256", A), ('k".x_sha256', B)]  # fmt: skip
+    # A payload that is not JSON (a set in it) is walked as before.
+    assert list(artifact_fields({"tags": {"x"}, "policy_sha256": C})) == [("policy_sha256", C)]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 
 from evotrainer.errors import UsageError
@@ -231,13 +234,70 @@ def test_a_task_retried_within_one_batch_is_projected_as_its_last_outcome(store:
         NewEvent("TaskRequested", {"task_id": "r2", **request}),
         NewEvent("TaskFailed", {"task_id": "r2", "attempt": 1, **failed}),
     ])
+    # r3 is requested again later: the first request stands, and the outcome that comes
+    # with the second applies; a request again with no outcome changes nothing.
+    store.append(main, [NewEvent("TaskRequested", {"task_id": "r3", **request})])
+    Projector(store).catch_up()
+    store.append(main, [
+        NewEvent("TaskRequested", {"task_id": "r3", **request, "kind": "other"}),
+        NewEvent("TaskCompleted", {"task_id": "r3", "worker": "w3", "attempt": 1, "outputs": {}, "duration_s": 0.1}),
+        NewEvent("TaskRequested", {"task_id": "r2", **request, "kind": "other"}),
+    ])  # fmt: skip
     Projector(store).catch_up()
     rows = store.conn.execute(
-        "SELECT task_id, status, attempts, worker, error_class FROM projections.tasks"
+        "SELECT task_id, kind, status, attempts, worker, error_class FROM projections.tasks"
         " WHERE experiment = 'retry' ORDER BY task_id").fetchall()
-    assert rows == [("r1", "completed", 2, "w2", None), ("r2", "retrying", 1, "w1", "OSError")]
+    assert rows == [("r1", "noop", "completed", 2, "w2", None), ("r2", "noop", "retrying", 1, "w1", "OSError"),
+                    ("r3", "noop", "completed", 1, "w3", None)]  # fmt: skip
     try:
-        rebuild(store, "retry_rebuilt", batch_size=2)  # the same rows whatever the batches
-        assert compare(store.conn, LIVE_SCHEMA, "retry_rebuilt") is None
+        for batch_size in (1, 2, 3, 5000):  # the same rows whatever the batches
+            rebuild(store, "retry_rebuilt", batch_size=batch_size)
+            assert compare(store.conn, LIVE_SCHEMA, "retry_rebuilt") is None, batch_size
     finally:
         store.conn.execute('DROP SCHEMA IF EXISTS "retry_rebuilt" CASCADE')
+
+
+def test_a_rebuild_inside_a_callers_transaction_is_written_in_it(store: EventStore) -> None:
+    """Batches are written on a second connection, which cannot see a schema created in the
+    caller's open transaction: there the rebuild writes on the caller's own, and its rows
+    go with the caller's rollback."""
+    from evotrainer.lineage.projections import LIVE_SCHEMA, compare, rebuild
+
+    store.create_experiment("inside")
+    store.append(BranchRef("inside", "main"), [
+        NewEvent("TaskRequested", {"task_id": f"t{i}", "kind": "noop", "queue": "control", "inputs": {}})
+        for i in range(5)])  # fmt: skip
+    Projector(store).catch_up()
+    with pytest.raises(RuntimeError, match="rolled back"), store.transaction():
+        assert rebuild(store, "inside_rebuilt", batch_size=2) >= 5
+        assert compare(store.conn, LIVE_SCHEMA, "inside_rebuilt") is None
+        raise RuntimeError("rolled back")
+    assert store.conn.execute("SELECT to_regnamespace('inside_rebuilt')").fetchone() == (None,)
+
+
+def test_a_write_that_fails_on_the_writers_connection_is_raised_and_stops_the_rebuild(
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evotrainer.lineage import projections
+
+    store.create_experiment("broken")
+    store.append(BranchRef("broken", "main"), [
+        NewEvent("TaskRequested", {"task_id": f"t{i}", "kind": "noop", "queue": "control", "inputs": {}})
+        for i in range(20)])  # fmt: skip
+    written: list[str] = []
+    real_write = projections._Batch.write
+
+    def third_fails(batch: projections._Batch, conn: psycopg.Connection[Any], schema: str) -> None:
+        written.append(threading.current_thread().name)
+        if len(written) == 3:
+            conn.execute("SELECT 1/0")  # a statement the server refuses
+        real_write(batch, conn, schema)
+
+    monkeypatch.setattr(projections._Batch, "write", third_fails)
+    try:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            projections.rebuild(store, "broken_rebuilt", batch_size=2)
+        # Written on the writer's own thread, and nothing after the failure.
+        assert written == ["projection-writer"] * 3
+    finally:
+        store.conn.execute('DROP SCHEMA IF EXISTS "broken_rebuilt" CASCADE')
