@@ -117,7 +117,8 @@ class SentInsert:
     recorded_at: datetime
     lock: psycopg.Cursor[Any]
     """sql.LOCK_BRANCH's cursor: the transaction id."""
-    chunks: list[tuple[list[Prepared], list[dict[str, Any]], psycopg.Cursor[Any]]] = field(default_factory=list)
+    chunks: list[tuple[list[Prepared], list[tuple[Any, ...]], psycopg.Cursor[Any]]] = field(default_factory=list)
+    """Per INSERT: its events, their rows (in sql.INSERT_ROWS' order) and its cursor."""
 
     def stored(self) -> list[StoredEvent]:
         """The events as stored."""
@@ -128,12 +129,11 @@ class SentInsert:
             placed = dict(cursor.fetchall())
             out.extend(
                 StoredEvent(
-                    placed[row["seq"]], txid, row["event_id"], info.experiment, info.name,
-                    row["seq"], p.new.type, p.version, p.payload, p.new.causation_id,
-                    p.new.correlation_id, p.new.idempotency_key, row["actor"], self.recorded_at,
-                    row["prev_hash"], row["hash"],
+                    placed[seq], txid, event_id, info.experiment, info.name, seq, p.new.type, p.version,
+                    p.payload, p.new.causation_id, p.new.correlation_id, p.new.idempotency_key, actor,
+                    self.recorded_at, prev_hash, hash_,
                 )
-                for row, p in zip(rows, chunk, strict=True)
+                for (event_id, seq, *_, actor, prev_hash, hash_), p in zip(rows, chunk, strict=True)
             )
         return out
 

@@ -523,7 +523,7 @@ class EventStore:
         pending = iter(prepared)
         prev, seq = head_hash, head_seq
         while chunk := list(islice(pending, CHUNK_EVENTS)):
-            rows: list[dict[str, Any]] = []
+            rows: list[tuple[Any, ...]] = []
             for p, event_id in zip(chunk, new_event_ids(len(chunk)), strict=True):
                 new = p.new
                 actor = new.actor or self.actor
@@ -534,12 +534,10 @@ class EventStore:
                     causation_id=new.causation_id, correlation_id=new.correlation_id,
                     idempotency_key=new.idempotency_key, actor=actor, recorded_at=recorded_text,
                 )
-                rows.append({
-                    "event_id": event_id, "seq": seq, "type": new.type, "schema_version": p.version,
-                    "payload": orjson.Fragment(p.payload_json), "causation_id": new.causation_id,
-                    "correlation_id": new.correlation_id, "idempotency_key": new.idempotency_key,
-                    "actor": actor, "prev_hash": prev, "hash": digest,
-                })
+                rows.append((
+                    event_id, seq, new.type, p.version, orjson.Fragment(p.payload_json), new.causation_id,
+                    new.correlation_id, new.idempotency_key, actor, prev, digest,
+                ))  # in sql.INSERT_ROWS' order
                 prev = digest
             cursor = self.conn.cursor().execute(sql.INSERT_ROWS, (
                 info.branch_id, sent.recorded_at, Jsonb(orjson.dumps(rows), dumps=already_json),
