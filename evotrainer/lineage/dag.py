@@ -13,7 +13,7 @@ parent always exists before its child); finding one means the branches table was
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from evotrainer.errors import EvotrainerError, NotFoundError
 
@@ -34,12 +34,14 @@ class CycleDetectedError(EvotrainerError):
         self.cycle = cycle
 
 
-@dataclass(frozen=True)
-class BranchNode:
+class BranchNode(NamedTuple):
+    """A branch in the graph (a tuple: a large experiment's page builds thousands, and a
+    frozen dataclass cost twice as much to make)."""
+
     ref: str
     parent: str | None
     fork_seq: int
-    children: tuple[str, ...] = field(default=())
+    children: tuple[str, ...] = ()
 
 
 class LineageDAG:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from html import escape as _html_escape
+from typing import NamedTuple
 
 from evotrainer.lineage.dag import LineageDAG
 from evotrainer.lineage.tree import BranchSummary
@@ -47,9 +47,9 @@ _LINEAGE_STYLE = ("<style>svg.lineage .edge{fill:none;stroke:#889;stroke-width:1
                   "svg.lineage .edge-label{fill:#445}svg.lineage .name{font-weight:bold}</style>")
 
 
-@dataclass(frozen=True)
-class Edge:
-    """What a fork changed: the label drawn on the edge into the child, and where it links."""
+class Edge(NamedTuple):
+    """What a fork changed: the label drawn on the edge into the child, and where it links
+    (a tuple: cheaper to make, one per branch of a large page)."""
 
     label: str
     href: str | None = None
@@ -98,27 +98,27 @@ def lineage_svg(
     nodes = dag.nodes
     hrefs_plain = all_plain(edge.href for edge in edges.values() if edge.href)
     labels_plain = all_plain(edge.label for edge in edges.values())  # the "@seq " before each is plain
-    for ref, (column, row) in place.items():
-        node = nodes[ref]
-        if node.parent is None:
-            continue
-        parent_row = place[node.parent][1]
-        x, y = MARGIN + column * COLUMN, MARGIN + parent_row * ROW + NODE_H // 2
-        drop = (row - parent_row) * ROW
-        edge = edges.get(ref)
-        text = f"@{node.fork_seq} {edge.label}" if edge and edge.label else f"@{node.fork_seq}"
-        title, shown = (text, _clip(text, _LABEL_WIDTH)) if labels_plain else (
-            escape(text), escape(_clip(text, _LABEL_WIDTH)))
-        label = f'<text class="edge-label" x="{x - _GAP + 4}" y="{y + drop - 4}">{shown}</text>'
-        if edge and edge.href:
-            label = f'<a href="{edge.href if hrefs_plain else escape(edge.href)}">{label}</a>'
-        out.append(f'<path class="edge" d="M{x - _GAP},{y}c{_GAP // 2},0 {_GAP // 2},{drop} {_GAP},{drop}"/>'
-                   f"<g><title>{title}</title>{label}</g>")
     refs_plain = all_plain(place)
     links = {ref: href(ref) for ref in place}
     links_plain = all_plain(link for link in links.values() if link)
     statuses = {status: escape(status) for status in {s.status for s in info.values()} | {"unknown"}}
+    # One pass, each branch's edge in and then its box: edges run in the gaps between
+    # columns, so no later edge is drawn over an earlier box.
     for ref, (column, row) in place.items():
+        node = nodes[ref]
+        x, y = MARGIN + column * COLUMN, MARGIN + row * ROW
+        if node.parent is not None:
+            parent_row = place[node.parent][1]
+            start_y, drop = MARGIN + parent_row * ROW + NODE_H // 2, (row - parent_row) * ROW
+            edge = edges.get(ref)
+            text = f"@{node.fork_seq} {edge.label}" if edge and edge.label else f"@{node.fork_seq}"
+            title, shown = (text, _clip(text, _LABEL_WIDTH)) if labels_plain else (
+                escape(text), escape(_clip(text, _LABEL_WIDTH)))
+            label = f'<text class="edge-label" x="{x - _GAP + 4}" y="{start_y + drop - 4}">{shown}</text>'
+            if edge and edge.href:
+                label = f'<a href="{edge.href if hrefs_plain else escape(edge.href)}">{label}</a>'
+            out.append(f'<path class="edge" d="M{x - _GAP},{start_y}c{_GAP // 2},0 {_GAP // 2},{drop} {_GAP},{drop}"/>'
+                       f"<g><title>{title}</title>{label}</g>")
         s = info.get(ref)
         status = statuses[s.status if s else "unknown"]
         name = _clip(ref.partition("/")[2], _NAME_WIDTH)
@@ -132,8 +132,7 @@ def lineage_svg(
         if link:
             box = f'<a href="{link if links_plain else escape(link)}">{box}</a>'
         out.append(f'<g class="node" data-ref="{safe_ref}" data-status="{status}" data-score="{last}"'
-                   f' transform="translate({MARGIN + column * COLUMN},{MARGIN + row * ROW})">'
-                   f"<title>{safe_ref}: {status}</title>{box}</g>")
+                   f' transform="translate({x},{y})"><title>{safe_ref}: {status}</title>{box}</g>')
     out.append("</svg>")
     return "".join(out)
 

@@ -15,14 +15,18 @@ def _score(value: float | None) -> str:
 
 def lineage_parts(found: Lineage, links: Links) -> tuple[str, str]:
     """The experiment's graph as SVG (edges labelled with the fork's reason, linking to the
-    intervention it runs) and its branch table; the two share each fork's link."""
+    intervention it runs) and its branch table; the two share each branch's and each
+    fork's link, made once."""
     edges = {ref: Edge(reason, links.intervention(found.experiment, iv) if iv else None)
              for ref, (reason, iv) in found.edges.items()}  # fmt: skip
-    return lineage_svg(found.dag, found.info, edges, links.branch), branch_table(found, edges, links)
+    branch_links = {ref: links.branch(ref) for ref in found.dag.nodes}
+    graph = lineage_svg(found.dag, found.info, edges, branch_links.__getitem__)
+    return graph, branch_table(found, edges, branch_links)
 
 
-def branch_table(found: Lineage, edges: dict[str, Edge], links: Links) -> str:
-    """One row per branch, parents first; the fork column shows `edges`' labels and links."""
+def branch_table(found: Lineage, edges: dict[str, Edge], branch_links: dict[str, str | None]) -> str:
+    """One row per branch, parents first; the fork column shows `edges`' labels and links,
+    the branch column links to `branch_links[ref]`."""
     out = ['<table id="branches"><tr><th>branch</th><th>parent</th><th>status</th><th>head</th><th>latest avg</th>'
            "<th>best avg</th><th>fork</th></tr>"]  # fmt: skip
     order = found.dag.topological_order()
@@ -30,7 +34,6 @@ def branch_table(found: Lineage, edges: dict[str, Edge], links: Links) -> str:
     # As in svg.lineage_svg: one search per kind of text decides whether each piece needs
     # escaping on its own (refs are parents too; links hold refs and intervention ids).
     refs_plain = all_plain(order)
-    branch_links = {ref: links.branch(ref) for ref in order}
     links_plain = all_plain(link for link in (*branch_links.values(), *(e.href for e in edges.values())) if link)
     reasons_plain = all_plain(edge.label for edge in edges.values())
     statuses = {s.status: escape(s.status) for s in found.info.values()}
