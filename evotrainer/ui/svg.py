@@ -19,7 +19,11 @@ NODE_W, NODE_H = 190, 44
 COLUMN, ROW = 420, 62
 MARGIN = 16
 _GAP = COLUMN - NODE_W  # between a parent's box and its child's, one column to the right
-_LABEL_WIDTH, _NAME_WIDTH = 34, 26  # characters shown before "…"
+_LABEL_WIDTH, _NAME_WIDTH = 34, 26  # characters shown, the ellipsis included
+# The ellipsis as a character reference: one character beyond Latin-1 would make Python
+# hold the whole picture, and the page around it, two bytes a character, and every join,
+# copy and the response's UTF-8 encoding of a page of thousands of branches cost twice.
+ELLIPSIS = "&#8230;"
 _OUTLINE, _INCUMBENT = ' stroke="#667" stroke-width="1"', ' stroke="#b8860b" stroke-width="3"'
 _SPECIAL = re.compile(r"[&<>\"']")
 
@@ -112,8 +116,7 @@ def lineage_svg(
             start_y, drop = MARGIN + parent_row * ROW + NODE_H // 2, (row - parent_row) * ROW
             edge = edges.get(ref)
             text = f"@{node.fork_seq} {edge.label}" if edge and edge.label else f"@{node.fork_seq}"
-            title, shown = (text, _clip(text, _LABEL_WIDTH)) if labels_plain else (
-                escape(text), escape(_clip(text, _LABEL_WIDTH)))
+            title, shown = (text if labels_plain else escape(text)), _clip(text, _LABEL_WIDTH, labels_plain)
             label = f'<text class="edge-label" x="{x - _GAP + 4}" y="{start_y + drop - 4}">{shown}</text>'
             if edge and edge.href:
                 label = f'<a href="{edge.href if hrefs_plain else escape(edge.href)}">{label}</a>'
@@ -121,8 +124,8 @@ def lineage_svg(
                        f"<g><title>{title}</title>{label}</g>")
         s = info.get(ref)
         status = statuses[s.status if s else "unknown"]
-        name = _clip(ref.partition("/")[2], _NAME_WIDTH)
-        safe_ref, name = (ref, name) if refs_plain else (escape(ref), escape(name))
+        name = _clip(ref.partition("/")[2], _NAME_WIDTH, refs_plain)
+        safe_ref = ref if refs_plain else escape(ref)
         last = _score(s.last_score) if s else ""
         score = f" avg {last} best {_score(s.best_score)}" if s and s.last_score is not None else ""
         box = (f'<rect width="{NODE_W}" height="{NODE_H}" rx="6" fill="{STATUS_FILL.get(status, "#fff")}"'
@@ -137,8 +140,13 @@ def lineage_svg(
     return "".join(out)
 
 
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+def _clip(text: str, width: int, plain: bool) -> str:
+    """`text` escaped (unless `plain`: known to need none), cut to `width` characters,
+    the last an ellipsis, when it is longer."""
+    if len(text) > width:
+        text = text[: width - 1]
+        return (text if plain else escape(text)) + ELLIPSIS
+    return text if plain else escape(text)
 
 
 def curve_svg(title: str, points: Sequence[tuple[float, float]], width: int = 420, height: int = 160) -> str:

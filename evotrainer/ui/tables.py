@@ -10,7 +10,7 @@ from evotrainer.ui.svg import Edge, all_plain, escape, lineage_svg
 
 
 def _score(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
+    return "&#8211;" if value is None else f"{value:.3f}"  # an en dash: see svg.ELLIPSIS
 
 
 def lineage_parts(found: Lineage, links: Links) -> tuple[str, str]:

@@ -88,3 +88,25 @@ def test_the_branch_table_escapes_a_fork_reason_among_plain_ones() -> None:
     ET.fromstring(graph)
     assert "<img" not in table and html.escape(hostile) in table
     assert 'href="/e/e/interventions/iv%261"' in table and ">plain<" in table
+
+
+def test_long_names_and_labels_are_cut_after_escaping_and_the_picture_stays_ascii() -> None:
+    """A cut name or label ends in an ellipsis written as a character reference, and a cut
+    hostile one is escaped before the reference is added. The picture and table of plain
+    names hold no character beyond ASCII (one would make Python hold the whole page at
+    two bytes a character)."""
+    plain, hostile = "e/" + "long-branch-name-" * 3, "e/" + "<x>&" * 12
+    tree = [("e/main", None), (plain, "e/main"), (hostile, "e/main")]
+    dag = LineageDAG((ref, parent, 1) for ref, parent in tree)
+    info = {ref: summary(ref, parent, score=None if ref == plain else 0.5) for ref, parent in tree}
+    reasons = {plain: ("a fork reason far longer than the label's width", None), hostile: ("<b>" * 20, None)}
+    graph, table = lineage_parts(Lineage("e", dag, info, "e/main", reasons, []), Links())
+    svg = ET.fromstring(graph)
+    names = {t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "name"}
+    assert plain[2:27] + "\u2026" in names and "<x>&" * 6 + "<\u2026" in names
+    labels = {t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "edge-label"}
+    assert "@1 a fork reason far longer than \u2026" in labels and "@1 " + "<b>" * 10 + "\u2026" in labels
+    plain_only = Lineage("e", LineageDAG([("e/main", None, 1), (plain, "e/main", 1)]),
+                         {ref: info[ref] for ref in ("e/main", plain)}, "e/main", {plain: reasons[plain]}, [])
+    assert all(part.isascii() for part in lineage_parts(plain_only, Links()))
+    assert "&#8211;" in table  # a branch with no score yet
