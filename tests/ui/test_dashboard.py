@@ -63,11 +63,17 @@ def test_the_graph_shows_each_branch_as_the_lineage_command_does(client: TestCli
         assert f'href="/e/digits/b/{branch["ref"].partition("/")[2]}"' in node
     incumbent = next(b["ref"] for b in tree if b["incumbent"])
     assert f'id="incumbent" href="/e/digits/b/{incumbent.partition("/")[2]}"' in page
-    # Each intervention branch's edge is labelled with its intervention and links to it.
-    interventions = sql(seeded, "SELECT intervention_id FROM projections.interventions WHERE experiment = 'digits'")
-    assert interventions
-    for row in interventions:
-        assert f'/e/digits/interventions/{row["intervention_id"]}' in page
+    # Each intervention branch's edge is labelled with its intervention and links to it; an
+    # intervention that failed its backtest was dropped, never forked, and has no edge.
+    interventions = sql(seeded, "SELECT i.intervention_id, EXISTS (SELECT 1 FROM projections.backtests b"
+                                " WHERE b.experiment = i.experiment AND b.intervention_id = i.intervention_id"
+                                " AND NOT b.passed) AS dropped FROM projections.interventions i"
+                                " WHERE i.experiment = 'digits'")  # fmt: skip
+    forked = [row["intervention_id"] for row in interventions if not row["dropped"]]
+    assert forked
+    for intervention_id in forked:
+        assert f'/e/digits/interventions/{intervention_id}' in page
+    assert page.count("/e/digits/interventions/") == len(forked) * 2  # its edge in the picture and the table
 
 
 def test_graph_to_branch_to_finding_to_rollouts(client: TestClient, seeded: Seeded) -> None:
