@@ -2,7 +2,7 @@
 
 A warm start is deterministic work kept under a ref whose key is every input (recipe,
 domain, data seed, package versions, kernels: tiny.cache_key), so a store that lacks one
-may copy it from another store rather than train it again (300 SFT steps, most of a
+may copy it from another store rather than train it again (225 SFT steps, most of a
 minute on 2 cores). The test suite points every test's store at one such cache, so each
 warm start is built once per run instead of once per test. Unset, nothing is shared.
 """

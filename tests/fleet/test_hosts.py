@@ -4,7 +4,7 @@ shared filesystem, reaching Postgres and Redis through relays on the bridge and 
 server (moto) on the bridge's address. The run's lineage and artifacts must equal those of
 the same run in one process with a local artifact store.
 
-Both runs start from the tiny policy. Its warm start (300 SFT steps, most of a minute) is a
+Both runs start from the tiny policy. Its warm start (225 SFT steps, most of a minute) is a
 cache of deterministic work kept under a ref in the artifact store: the CI version builds it
 in the in-process run and uploads that cache to the bucket, as an operator would seed a new
 store; everything the run itself computes (trained policies, rollout evidence, evaluation

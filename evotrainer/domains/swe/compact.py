@@ -236,7 +236,7 @@ class CompactSweDomain(SweDomain, TurnBased):
     max_turn_tokens = 24
     tiny_recipe = {"sft_steps": 200, "sft_batch_size": 16}
     """The tiny policy's warm start here (policies.py): a transcript is ten times a math
-    answer's length, so the default SFT (300 steps of 32) would take half an hour on 2
+    answer's length, so the default SFT (225 steps of 32) would take half an hour on 2
     busy cores; the format is learned well before this."""
 
     def __init__(self, config: SweDomainConfig | None = None) -> None:
