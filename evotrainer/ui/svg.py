@@ -143,10 +143,10 @@ def lineage_svg(
 def _clip(text: str, width: int, plain: bool) -> str:
     """`text` escaped (unless `plain`: known to need none), cut to `width` characters,
     the last an ellipsis, when it is longer."""
-    if len(text) > width:
-        text = text[: width - 1]
-        return (text if plain else escape(text)) + ELLIPSIS
-    return text if plain else escape(text)
+    cut = len(text) > width
+    shown = text[: width - 1] if cut else text
+    shown = shown if plain else escape(shown)
+    return shown + ELLIPSIS if cut else shown
 
 
 def curve_svg(title: str, points: Sequence[tuple[float, float]], width: int = 420, height: int = 160) -> str:

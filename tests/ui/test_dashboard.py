@@ -53,6 +53,7 @@ def test_the_experiments_page_shows_what_sql_says(client: TestClient, seeded: Se
 
 def test_the_graph_shows_each_branch_as_the_lineage_command_does(client: TestClient, seeded: Seeded) -> None:
     page = client.get("/e/digits").text
+    assert page.isascii()  # one byte a character, the title included (svg.ELLIPSIS says why)
     tree = json.loads(seeded.cli("lineage", "digits", "--json").stdout)
     nodes = attr_rows(page, "data-ref", tag="g")
     assert len(tree) == 4
