@@ -38,7 +38,7 @@ from evotrainer.errors import UsageError
 
 REPRODUCIBILITY_KEYS = (
     "machine", "device", "device_name", "packages", "threads", "deterministic_algorithms",
-    "cudnn_deterministic", "cudnn_benchmark", "float32_matmul_precision", "cpu_capability",
+    "cudnn_deterministic", "cudnn_benchmark", "float32_matmul_precision", "cpu_capability", "cpu_model",
 )  # fmt: skip
 """Fingerprint keys that change the bytes a computation gives (the rest, such as the
 platform string or the python patch version, name the host but not the arithmetic)."""

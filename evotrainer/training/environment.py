@@ -83,11 +83,29 @@ def fingerprint() -> dict[str, Any]:
         # ATen dispatches CPU kernels by the instruction set it finds (default, avx2, avx512):
         # their sums round differently, so two machines can train different bytes.
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        # MKL picks its matrix kernels (and their blocking) by the processor itself, and
+        # one policy built on pinned kernels came out other bytes on an AMD machine than on
+        # an Intel one (training/tiny_build.py): the same level is not the same arithmetic.
+        "cpu_model": cpu_model(),
         "mkldnn": torch.backends.mkldnn.is_available(),
         "hub_offline": hub_offline(),
         "switches": switches(),
         "replay_tolerances": replay_tolerances(dev),
     }
+
+
+def cpu_model() -> str:
+    """The processor's model name as Linux reports it ("AMD EPYC ...", "Intel(R) Xeon(R)
+    ..."), else what `platform` knows, else the architecture."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name":
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 _SCORES = ("avg_at_k", "pass_at_k", "component_means.*")

@@ -174,7 +174,8 @@ def resolve_policy(
             details = json.loads(store.get(kept))
             return _describe(cached, "tiny", store, source=ref, created=copied, details=details)
         with tempfile.TemporaryDirectory(prefix="evotrainer-tiny-") as tmp:
-            # On portable kernels, in a child process: the same policy on every machine.
+            # On pinned kernels, in a child process: the same policy on every Intel machine
+            # (an AMD one builds another: tiny_build.py).
             info = build_portably(name, recipe, data_seed, Path(tmp) / "policy", threads)
             strip_host_keys(Path(tmp) / "policy")
             sha = store.put_dir(Path(tmp) / "policy")

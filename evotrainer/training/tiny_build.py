@@ -19,8 +19,17 @@ failed there. So MKL is pinned as well, to the code path it keeps for every x86 
 (MKL_CBWR=COMPATIBLE: Intel's conditional numerical reproducibility, documented to give
 the same results on Intel and other processors). 300 steps built that way start at 0.85
 Avg@32 on the Intel machine, as the AMD one had measured 0.85 greedily with the same
-setting; only the Intel machine has run this code. Too good to leave room to climb: the
-recipe now stops at 225 steps (tiny.TinyRecipe.sft_steps has the measurements).
+setting. Too good to leave room to climb: the recipe now stops at 225 steps
+(tiny.TinyRecipe.sft_steps has the measurements, from the Intel machine).
+
+The pins make every Intel machine build the same policy, whatever its instruction set
+(tests/training/test_tiny_build.py), but not every machine: an AMD EPYC (AVX2, 12-05)
+built another 225-step policy, which starts math-tiny at 0.576 Avg@32 on 100 held-out
+problems against the Intel machine's 0.42. The cause is not known: capping oneDNN
+(ONEDNN_MAX_CPU_ISA=SSE41) or turning it off leaves the AMD build's bytes as they are, so
+oneDNN is not on its path, and MKL and ATen are pinned. The cache key names the recipe,
+not the machine: a shared cache (EVOTRAINER_TINY_CACHE) hands every host the policy the
+first one built, and a host without one builds its own, whose hash a replay compares.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from evotrainer.training.environment import replay_tolerances
 from tests.test_cli import run
 
 CPU = {"machine": "x86_64", "device": "cpu", "device_name": "x86_64", "packages": {"torch": "2.13.0"},
-       "threads": 1, "cpu_capability": "AVX2"}  # fmt: skip
+       "threads": 1, "cpu_capability": "AVX2", "cpu_model": "AMD EPYC"}  # fmt: skip
 
 
 def test_tolerances_parse_and_the_most_specific_wins() -> None:
@@ -74,6 +74,9 @@ def test_only_a_machine_that_is_not_bit_reproducible_gets_tolerances() -> None:
     assert reproducible(CPU, dict(CPU, platform="another kernel")) is None
     assert reproducible(CPU, dict(CPU, cpu_capability="DEFAULT")) == "cpu_capability 'AVX2' recorded, 'DEFAULT' now"
     assert reproducible(CPU, dict(CPU, threads=2)) == "threads 1 recorded, 2 now"
+    # The same level on another processor: MKL's own dispatch differs (training/tiny_build.py).
+    intel = dict(CPU, cpu_model="Intel(R) Xeon(R) Processor")
+    assert reproducible(CPU, intel) == "cpu_model 'AMD EPYC' recorded, 'Intel(R) Xeon(R) Processor' now"
     gpu = dict(CPU, device="cuda", device_name="NVIDIA H200")
     assert reproducible(gpu, gpu) == "recorded on cuda (NVIDIA H200), not bit-reproducible"
     assert replay_tolerances("cuda")["avg_at_k"] > replay_tolerances("cpu")["avg_at_k"] > 0

@@ -91,3 +91,4 @@ def test_one_training_request_gives_one_result_whatever_the_hub_mode_of_the_proc
     assert all(r["telemetry_off"] and r["environment"]["hub_offline"] for r in runs)
     assert runs[0]["environment"]["switches"] == runs[1]["environment"]["switches"]
     assert runs[0]["environment"]["cpu_capability"]  # the kernels' instruction-set level is recorded
+    assert runs[0]["environment"]["cpu_model"]  # and the processor, whose MKL path it does not settle
