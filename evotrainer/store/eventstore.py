@@ -79,10 +79,19 @@ class BranchInfo:
 
 
 CHUNK_EVENTS = 16
-"""Events per INSERT. A larger batch goes out as several INSERTs pipelined in one
-transaction, and each event is validated, encoded and hashed just before its chunk is
-sent: the server inserts one chunk while this process prepares the next, so the two
-halves of an append run on two cores at once instead of taking turns."""
+"""A batch of up to this many events is one statement (sql.APPEND_CALL). A larger batch
+goes out as several INSERTs pipelined in one transaction, this many in the first, and
+each event is validated, encoded and hashed just before its chunk is sent: the server
+inserts one chunk while this process prepares the next, so the two halves of an append
+run on two cores at once instead of taking turns. A small first chunk starts the server
+soon."""
+LATER_CHUNK_EVENTS = 48
+"""Events per INSERT after the first. Every statement costs both processes a wake-up and
+psycopg's work on each side of it, whatever its size: a batch of 100 in chunks of 16 took
+7 INSERTs, 16 then 48 takes 3. In paired rounds of bench/append.py on the same hour (AMD,
+12-05), keyed appends by four writers went from 1.26x to 1.39x one writer's, and one
+writer's keyed and unkeyed ratios to raw executemany from 1.08 and 0.99 to 1.24 and 1.14:
+the overlap a small chunk buys is needed only to get the server started."""
 
 
 class EventStore:
@@ -511,8 +520,9 @@ class EventStore:
     def _insert(
         self, info: BranchInfo, prepared: Iterable[Prepared], head_seq: int, head_hash: str
     ) -> SentInsert:
-        """Chain and send INSERTs of events after (head_seq, head_hash), CHUNK_EVENTS per
-        statement; the caller reads what was stored with `.stored()`.
+        """Chain and send INSERTs of events after (head_seq, head_hash), CHUNK_EVENTS in
+        the first statement and LATER_CHUNK_EVENTS in each after it; the caller reads what
+        was stored with `.stored()`.
 
         `prepared` may be lazy: each chunk is drawn from it only after the previous chunk
         was sent, which is what lets the server work while the events are prepared.
@@ -522,7 +532,9 @@ class EventStore:
         recorded_text = format_time(sent.recorded_at)
         pending = iter(prepared)
         prev, seq = head_hash, head_seq
-        while chunk := list(islice(pending, CHUNK_EVENTS)):
+        size = CHUNK_EVENTS
+        while chunk := list(islice(pending, size)):
+            size = LATER_CHUNK_EVENTS
             rows: list[tuple[Any, ...]] = []
             for p, event_id in zip(chunk, new_event_ids(len(chunk)), strict=True):
                 new = p.new

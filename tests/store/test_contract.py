@@ -16,7 +16,7 @@ from evotrainer.refs import BranchRef
 from evotrainer.store import EventStore, GlobalPosition, NewEvent, sql
 from evotrainer.store.audit import audit
 from evotrainer.store.encoding import GENESIS_HASH
-from evotrainer.store.eventstore import CHUNK_EVENTS
+from evotrainer.store.eventstore import CHUNK_EVENTS, LATER_CHUNK_EVENTS
 
 MAIN = BranchRef("exp", "main")
 
@@ -85,7 +85,7 @@ class TestHashChain:
         """Small appends are chained on the server, large ones by this process: mixed on
         one branch (and on a fork) they make one gapless chain."""
         store.create_experiment("exp")
-        sizes = [1, 3 * CHUNK_EVENTS, 2, CHUNK_EVENTS + 1, 1]
+        sizes = [1, 3 * CHUNK_EVENTS, 2, CHUNK_EVENTS + 1, CHUNK_EVENTS + 2 * LATER_CHUNK_EVENTS + 1, 1]
         appended = []
         for round_, size in enumerate(sizes):
             appended += store.append(MAIN, [task(100 * round_ + i) for i in range(size)])
@@ -353,9 +353,9 @@ class TestAtomicBatches:
     def test_a_pipelined_batch_returns_what_is_stored(self, store: EventStore) -> None:
         store.create_experiment("exp")
         first = store.append(MAIN, [task(0, key="k0"), task(1, key="k1")])
-        keys = [f"k{i}" for i in range(3 * CHUNK_EVENTS + 5)]
+        keys = [f"k{i}" for i in range(CHUNK_EVENTS + 2 * LATER_CHUNK_EVENTS + 5)]
         events = store.append(MAIN, [task(i, key=key) for i, key in enumerate(keys)])
-        assert events[:2] == first  # old keys come back; the new ones span several INSERTs
+        assert events[:2] == first  # old keys come back; the new ones span the first INSERT and three later
         assert [e.seq for e in events[2:]] == list(range(4, 4 + len(keys) - 2))
         assert store.read_branch(MAIN, after_seq=1) == events
         assert sorted(e.position for e in events) == [e.position for e in events]
