@@ -25,9 +25,10 @@ setting. Too good to leave room to climb: the recipe now stops at 225 steps
 The pins make every Intel machine build the same policy, whatever its instruction set
 (tests/training/test_tiny_build.py), but not every machine: an AMD EPYC (AVX2, 12-05)
 built another 225-step policy, which starts math-tiny at 0.576 Avg@32 on 100 held-out
-problems against the Intel machine's 0.42. The cause is not known: capping oneDNN
-(ONEDNN_MAX_CPU_ISA=SSE41) or turning it off leaves the AMD build's bytes as they are, so
-oneDNN is not on its path, and MKL and ATen are pinned. The cache key names the recipe,
+problems against the Intel machine's 0.42. The cause is not known: on the AMD machine,
+capping oneDNN (ONEDNN_MAX_CPU_ISA=SSE41) or turning it off, MKL's strict mode
+(COMPATIBLE,STRICT) and MKL_ENABLE_INSTRUCTIONS=SSE4_2 all leave the build's bytes as
+they are, while ATen's level or MKL's own path (MKL_CBWR=AVX2) change them. The cache key names the recipe,
 not the machine: a shared cache (EVOTRAINER_TINY_CACHE) hands every host the policy the
 first one built, and a host without one builds its own, whose hash a replay compares.
 """
