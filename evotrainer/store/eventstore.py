@@ -20,7 +20,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from itertools import islice
 from typing import Any
 
 import orjson
@@ -92,6 +91,30 @@ psycopg's work on each side of it, whatever its size: a batch of 100 in chunks o
 12-05), keyed appends by four writers went from 1.26x to 1.39x one writer's, and one
 writer's keyed and unkeyed ratios to raw executemany from 1.08 and 0.99 to 1.24 and 1.14:
 the overlap a small chunk buys is needed only to get the server started."""
+CHUNK_BYTES = 32 * 1024 * 1024
+"""A chunk also ends before its payloads' JSON passes this many bytes (an event larger
+alone goes in a chunk of its own): a chunk travels as one jsonb value, which Postgres caps
+at 255 MB, and is held whole in this process's memory as it is sent."""
+
+
+def insert_chunks(prepared: Iterable[Prepared]) -> Iterator[list[Prepared]]:
+    """`prepared` cut into chunks for INSERTs: CHUNK_EVENTS events in the first,
+    LATER_CHUNK_EVENTS in each later one, none past CHUNK_BYTES of payload (see those).
+    Lazy: a chunk is handed out as soon as it is full, before the next event is drawn
+    (validated and encoded), unless it is the next event's size that ends it."""
+    chunk: list[Prepared] = []
+    size, held = CHUNK_EVENTS, 0
+    for p in prepared:
+        if chunk and held + len(p.payload_json) > CHUNK_BYTES:
+            yield chunk
+            chunk, size, held = [], LATER_CHUNK_EVENTS, 0
+        chunk.append(p)
+        held += len(p.payload_json)
+        if len(chunk) == size:
+            yield chunk
+            chunk, size, held = [], LATER_CHUNK_EVENTS, 0
+    if chunk:
+        yield chunk
 
 
 class EventStore:
@@ -520,9 +543,8 @@ class EventStore:
     def _insert(
         self, info: BranchInfo, prepared: Iterable[Prepared], head_seq: int, head_hash: str
     ) -> SentInsert:
-        """Chain and send INSERTs of events after (head_seq, head_hash), CHUNK_EVENTS in
-        the first statement and LATER_CHUNK_EVENTS in each after it; the caller reads what
-        was stored with `.stored()`.
+        """Chain and send INSERTs of events after (head_seq, head_hash), in the chunks of
+        `insert_chunks`; the caller reads what was stored with `.stored()`.
 
         `prepared` may be lazy: each chunk is drawn from it only after the previous chunk
         was sent, which is what lets the server work while the events are prepared.
@@ -530,11 +552,8 @@ class EventStore:
         lock = self.conn.cursor().execute(sql.LOCK_BRANCH, (info.branch_id,))
         sent = SentInsert(info, datetime.now(UTC), lock)
         recorded_text = format_time(sent.recorded_at)
-        pending = iter(prepared)
         prev, seq = head_hash, head_seq
-        size = CHUNK_EVENTS
-        while chunk := list(islice(pending, size)):
-            size = LATER_CHUNK_EVENTS
+        for chunk in insert_chunks(prepared):
             rows: list[tuple[Any, ...]] = []
             for p, event_id in zip(chunk, new_event_ids(len(chunk)), strict=True):
                 new = p.new
