@@ -28,9 +28,13 @@ built another 225-step policy, which starts math-tiny at 0.576 Avg@32 on 100 hel
 problems against the Intel machine's 0.42. The cause is not known: on the AMD machine,
 capping oneDNN (ONEDNN_MAX_CPU_ISA=SSE41) or turning it off, MKL's strict mode
 (COMPATIBLE,STRICT) and MKL_ENABLE_INSTRUCTIONS=SSE4_2 all leave the build's bytes as
-they are, while ATen's level or MKL's own path (MKL_CBWR=AVX2) change them. The cache key names the recipe,
-not the machine: a shared cache (EVOTRAINER_TINY_CACHE) hands every host the policy the
-first one built, and a host without one builds its own, whose hash a replay compares.
+they are, while ATen's level or MKL's own path (MKL_CBWR=AVX2) change them.
+
+The cache key names the recipe, not the machine: a shared cache (EVOTRAINER_TINY_CACHE)
+hands every host the policy the first one built; a host without one builds its own, and
+on another processor model that is other bytes. The fingerprint names the processor
+(environment.cpu_model), so a replay there compares figures within tolerances instead
+of calling the difference a fault.
 """
 
 from __future__ import annotations
