@@ -51,6 +51,10 @@ class Batch:
             done = self._prepared[index] = prepare(self.events[index])
         return done
 
+    def payload_bytes(self) -> int:
+        """The canonical JSON of every payload, in bytes (prepares them all)."""
+        return sum(len(self.prepared(i).payload_json) for i in range(len(self.events)))
+
 
 @cache
 def _catalogue() -> tuple[Callable[[str], int], Callable[[str, int, Any], None]]:

@@ -94,7 +94,8 @@ the overlap a small chunk buys is needed only to get the server started."""
 CHUNK_BYTES = 32 * 1024 * 1024
 """A chunk also ends before its payloads' JSON passes this many bytes (an event larger
 alone goes in a chunk of its own): a chunk travels as one jsonb value, which Postgres caps
-at 255 MB, and is held whole in this process's memory as it is sent."""
+at 255 MB, and is held whole in this process's memory as it is sent. A batch of up to
+CHUNK_EVENTS events that passes it is sent in chunks too, not as one statement."""
 
 
 def insert_chunks(prepared: Iterable[Prepared]) -> Iterator[list[Prepared]]:
@@ -284,11 +285,15 @@ class EventStore:
         """
         if not events:
             return []
-        if len(events) <= CHUNK_EVENTS:
-            appended = self.append_through(ref, events, sql.APPEND_CALL, {"expected_seq": expected_seq})
+        keys = distinct_keys(events)
+        batch = Batch(events)
+        # A few events whose payloads are large go in chunks too: one statement's events
+        # travel as one jsonb value, which Postgres caps (CHUNK_BYTES).
+        if len(events) <= CHUNK_EVENTS and batch.payload_bytes() <= CHUNK_BYTES:
+            appended = self._append_through(ref, batch, sql.APPEND_CALL, {"expected_seq": expected_seq})
             assert appended is not None  # evotrainer_append() returns a row per event
             return appended
-        return self._append_pipelined(ref, events, expected_seq)
+        return self._append_pipelined(ref, batch, keys, expected_seq)
 
     def in_transaction(self) -> bool:
         """Whether the connection is inside a transaction (a caller's: the store's own
@@ -376,9 +381,13 @@ class EventStore:
         append, and comes back as None. `params` holds the statement's other parameters.
         """
         distinct_keys(events)
+        return self._append_through(ref, Batch(events), statement, params)
+
+    def _append_through(
+        self, ref: BranchRef, batch: Batch, statement: str, params: Mapping[str, Any]
+    ) -> list[StoredEvent] | None:
         owns_transaction = not self.in_transaction()
-        batch = Batch(events)
-        for index in range(len(events)):  # a bad event is refused before any statement
+        for index in range(len(batch.events)):  # a bad event is refused before any statement
             batch.prepared(index)
         info = self.branch(ref.branch_ref)
         for _ in range(MAX_APPEND_ATTEMPTS):
@@ -447,16 +456,15 @@ class EventStore:
         return ServerAppend(info, batch, recorded_at, actors, params)
 
     def _append_pipelined(
-        self, ref: BranchRef, events: Sequence[NewEvent], expected_seq: int | None
+        self, ref: BranchRef, batch: Batch, keys: list[str], expected_seq: int | None
     ) -> list[StoredEvent]:
         """A batch of several chunks: its INSERTs travel without waiting on each other,
         and the server inserts a chunk while the next is prepared."""
-        keys = distinct_keys(events)
+        events = batch.events
         owns_transaction = not self.in_transaction()
-        batch = Batch(events)
         # Inside a caller's transaction every event is checked before any statement:
         # there is no savepoint to undo chunks already sent.
-        for index in range(len(events) if not owns_transaction else CHUNK_EVENTS):
+        for index in range(len(events) if not owns_transaction else min(len(events), CHUNK_EVENTS)):
             batch.prepared(index)
         info = self.branch(ref.branch_ref)
         for _ in range(MAX_APPEND_ATTEMPTS):

@@ -4,6 +4,7 @@ ones) and by the bytes of its payloads, lazily, and stored whole however it is c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import nullcontext
 
 import pytest
 
@@ -65,3 +66,24 @@ def test_a_batch_cut_by_bytes_is_stored_whole_in_one_chain(store: EventStore,
     assert [e.payload["inputs"]["blob"] for e in store.read_branch(MAIN)[1:]] == [e.payload["inputs"]["blob"] for e in batch]
     report = audit(store)
     assert report.intact, report.problems
+
+
+@pytest.mark.parametrize("in_callers_transaction", [False, True])
+def test_a_few_heavy_events_go_in_chunks_too(store: EventStore, monkeypatch: pytest.MonkeyPatch,
+                                             in_callers_transaction: bool) -> None:  # fmt: skip
+    """A batch small enough for one statement, whose payloads together pass CHUNK_BYTES,
+    is cut like a large one: one statement would carry them all in one jsonb value."""
+    monkeypatch.setattr(es, "CHUNK_BYTES", 2000)
+    store.create_experiment("exp")
+    sent: list[str] = []
+    real_execute = store.conn.execute
+    monkeypatch.setattr(store.conn, "execute", lambda query, *a, **k: sent.append(str(query)) or real_execute(query, *a, **k))
+    batch = [sized(i, blob=900) for i in range(4)]  # about 1 KB each: 4 KB in all, a few under the limit
+    with store.transaction() if in_callers_transaction else nullcontext():
+        stored = store.append(MAIN, batch)
+    assert not any("evotrainer_append(" in q for q in sent)  # not the one-statement path
+    assert [e.seq for e in stored] == [2, 3, 4, 5]
+    assert [e.payload["inputs"]["blob"] for e in store.read_branch(MAIN)[1:]] == [e.payload["inputs"]["blob"] for e in batch]
+    assert audit(store).intact
+    store.append(MAIN, [sized(9)])  # a light one still takes one statement
+    assert any("evotrainer_append(" in q for q in sent)
