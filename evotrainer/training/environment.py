@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import random
+from functools import cache
 from importlib import metadata
 from typing import Any
 
@@ -94,9 +95,11 @@ def fingerprint() -> dict[str, Any]:
     }
 
 
+@cache
 def cpu_model() -> str:
     """The processor's model name as Linux reports it ("AMD EPYC ...", "Intel(R) Xeon(R)
-    ..."), else what `platform` knows, else the architecture."""
+    ..."), else what `platform` knows, else the architecture. Read once a process: every
+    result's fingerprint carries it, and /proc/cpuinfo grows with the cores."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
             for line in info:
