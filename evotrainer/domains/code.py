@@ -1,7 +1,8 @@
 """The code domain: function synthesis (generated, HumanEval) and stdin/stdout problems.
 
 Every candidate runs in the sandbox (evotrainer.sandbox) with a grading harness
-(code_harness.py); nothing the policy wrote is compiled or executed on the host.
+(code_harness.py), which keeps the expected answers out of the candidate's reach; nothing
+the policy wrote is compiled or executed on the host.
 Reward components, each reported separately:
   correctness    1 if every test passed
   pass_fraction  the fraction of tests passed (the continuous signal)
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evotrainer.domains.base import Domain, Episode, Split, Task
-from evotrainer.domains.code_harness import FUNCTION_HARNESS, STDIO_HARNESS
+from evotrainer.domains.code_harness import FUNCTION_HARNESS, STDIO_HARNESS, normalised_digest
 from evotrainer.domains.code_problems import (
     DEFAULT_LEVELS,
     GENERATED_LEVELS,
@@ -84,6 +85,24 @@ def has_expected_format(task: Task, completion: str) -> bool:
     return code[:1] in (" ", "\t") or f"def {task.metadata['entry_point']}(" in code
 
 
+def _harness_lines(stdout: str, token: str, n_tests: int) -> tuple[float, dict[int, str]]:
+    """The harness's compile flag and one verdict per test index. Anything else bearing
+    the token (a second line for a test, an index out of range) can only be forged, so
+    then no test counts as passed."""
+    compiled, verdicts = 0.0, {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if len(parts) != 3 or parts[0] != token:
+            continue
+        if parts[1] == "compile":
+            compiled = float(parts[2] == "1")
+        elif not parts[1].isdigit() or int(parts[1]) >= n_tests or int(parts[1]) in verdicts:
+            return compiled, {}
+        else:
+            verdicts[int(parts[1])] = parts[2]
+    return compiled, verdicts
+
+
 class CodeDomain(Domain):
     name = "code"
     reward_components = ("correctness", "pass_fraction", "compile", "format")
@@ -126,34 +145,33 @@ class CodeDomain(Domain):
         return super().task_by_id(task_id)
 
     def score(self, task: Task, completion: str) -> dict[str, float]:
-        kind = task.metadata.get("kind", "function")
+        stdio = task.metadata.get("kind", "function") == "stdio"
         tests = list(task.metadata.get("tests", ()))
-        spec = {
-            "tests": tests,
-            "test_timeout_s": self.config.test_timeout_s,
-            "entry_point": task.metadata.get("entry_point", ""),
-            "setup": task.metadata.get("setup", ""),
-        }
+        # What the sandbox gets: for a stdin/stdout task its inputs only; the expected
+        # outputs stay here and are compared with the digests the harness prints.
+        if stdio:
+            spec: dict[str, object] = {"inputs": [given for given, _ in tests]}
+            expected = [normalised_digest(output) for _, output in tests]
+        else:
+            spec = {"tests": tests, "entry_point": task.metadata.get("entry_point", ""),
+                    "setup": task.metadata.get("setup", ""), "prompt": task.prompt}
+        spec["test_timeout_s"] = self.config.test_timeout_s
         token = secrets.token_hex(16)
         result = run_python(
-            FUNCTION_HARNESS if kind == "function" else STDIO_HARNESS,
-            files={"candidate.py": assemble(task, completion), "spec.json": json.dumps(spec)},
-            stdin=token + "\n",
+            STDIO_HARNESS if stdio else FUNCTION_HARNESS,
+            files={"candidate.py": assemble(task, completion)},
+            stdin=f"{token}\n{json.dumps(spec)}\n",
             config=self.config.sandbox,
             script_name="harness.py",
         )
-        compiled, passed = 0.0, set()
-        for line in result.stdout.splitlines():
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == token:
-                if parts[1] == "compile":
-                    compiled = float(parts[2] == "1")
-                elif parts[2] == "ok" and parts[1].isdigit():
-                    passed.add(int(parts[1]))
-        fraction = len(passed) / len(tests) if tests else 0.0
+        compiled, verdicts = _harness_lines(result.stdout, token, len(tests))
+        if stdio:
+            passed = sum(verdicts.get(i) == digest for i, digest in enumerate(expected))
+        else:
+            passed = sum(verdict == "ok" for verdict in verdicts.values())
         return {
-            "correctness": float(bool(tests) and len(passed) == len(tests) and result.status is not Status.TIMEOUT),
-            "pass_fraction": fraction,
+            "correctness": float(bool(tests) and passed == len(tests) and result.status is not Status.TIMEOUT),
+            "pass_fraction": passed / len(tests) if tests else 0.0,
             "compile": compiled,
             "format": float(has_expected_format(task, completion)),
         }

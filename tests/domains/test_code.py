@@ -68,8 +68,11 @@ def test_humaneval_canonical_solutions_pass() -> None:
     tasks = humaneval_tasks()
     assert len(tasks) == 164
     domain = CodeDomain(CodeConfig(source="humaneval"))
+    # Every one: the tests run in their own process and call the candidate through a pipe
+    # (code_harness.py), which no canonical solution may notice.
+    failing = [task.task_id for task in tasks if domain.score(task, task.reference)["correctness"] != 1.0]
+    assert failing == []
     for task in domain.tasks("eval", 5, 0):
-        assert domain.score(task, task.reference)["correctness"] == 1.0
         assert domain.score(task, "    return None\n")["correctness"] == 0.0
 
 
