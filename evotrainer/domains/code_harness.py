@@ -1,20 +1,15 @@
 """The grading programs that run inside the sandbox next to a candidate solution.
 
 A policy earns reward by making these programs print passes, so they are built for a
-candidate that tries to print passes without solving the task. Three rules:
+candidate that tries to print passes without solving the task:
 
 - **The candidate never sees an expected answer.** The tests arrive on the harness's
   stdin, never as a file the candidate could open; a stdin/stdout task's expected
   outputs never enter the sandbox at all (the harness prints a digest of what the
   program wrote, compared outside).
-- **The candidate never shares a process with the tests.** A function task's candidate
-  runs in a runner process of its own; the tests run in the harness and call it through
-  a pipe, and a returned value crosses as JSON that only builtin types survive. So an
-  object whose `__eq__` always says yes, a patched `builtins`, or a candidate that
-  imports the harness's `__main__` changes nothing the tests see.
-- **The candidate cannot reach the harness.** Both run under the run's one uid, so the
-  harness makes itself non-dumpable (prctl) first: a process without capabilities can
-  then neither trace it, read its memory, nor open its stdin or stdout through /proc.
+- **The candidate never shares a process with the tests, nor reaches the harness**
+  (isolation.py): a function task's candidate runs in a runner process that the tests
+  call through a pipe only builtin values cross, and the harness is non-dumpable.
 
 Each harness prints `<token> compile <0|1>` and one line per test, `<token> <index>
 <ok|fail>` (function tasks) or `<token> <index> <sha256 of the normalised output>`
@@ -25,64 +20,7 @@ the candidate only fails it.
 
 from __future__ import annotations
 
-# Shared by the harness and the runner: PR_SET_DUMPABLE, and the JSON form of a value.
-# Only exact builtin types are encoded, and decoding builds nothing else, so what reaches
-# the tests is a plain value whatever the candidate returned. Integers travel in hex:
-# Python caps decimal conversions of big integers, not power-of-two bases.
-_COMMON = r"""
-import json, os, sys
-def no_dumps():
-    import ctypes
-    if ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) != 0:
-        raise SystemExit("prctl(PR_SET_DUMPABLE) failed")
-TAGS = {type(None): "N", bool: "B", int: "I", float: "F", complex: "C", str: "S", bytes: "Y",
-        list: "L", tuple: "T", set: "E", frozenset: "Z", dict: "D"}
-def encode(value, depth=0):
-    tag = TAGS.get(type(value))
-    if tag is None or depth > 100:
-        raise TypeError("a %s cannot leave the candidate's process: return builtin values"
-                        % type(value).__name__)
-    if tag == "N":
-        return [tag]
-    if tag in "BI":
-        return [tag, hex(value)]
-    if tag == "F":
-        return [tag, repr(value)]
-    if tag == "C":
-        return [tag, repr(value.real), repr(value.imag)]
-    if tag == "S":
-        return [tag, value]
-    if tag == "Y":
-        return [tag, value.hex()]
-    if tag == "D":
-        return [tag, [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]]
-    return [tag, [encode(item, depth + 1) for item in value]]
-BUILDERS = {"L": list, "T": tuple, "E": set, "Z": frozenset}
-def decode(data, depth=0):
-    tag = data[0]
-    if depth > 100:
-        raise ValueError("nested too deep")
-    if tag == "N":
-        return None
-    if tag == "B":
-        return bool(int(data[1], 16))
-    if tag == "I":
-        return int(data[1], 16)
-    if tag == "F":
-        return float(data[1])
-    if tag == "C":
-        return complex(float(data[1]), float(data[2]))
-    if tag == "S" and type(data[1]) is str:
-        return data[1]
-    if tag == "Y":
-        return bytes.fromhex(data[1])
-    if tag == "D":
-        return {decode(k, depth + 1): decode(v, depth + 1) for k, v in data[1]}
-    return BUILDERS[tag](decode(item, depth + 1) for item in data[1])
-def send(stream, message):
-    stream.write(json.dumps(message).encode() + b"\n")
-    stream.flush()
-"""
+from evotrainer.domains.isolation import SPLIT
 
 # The candidate's process: told its entry point (["load", name]), loads candidate.py, then
 # answers calls ["call", args, kwargs] with ["ok", value] or ["raise", exception name,
@@ -102,17 +40,12 @@ def run_candidate(channel_in, channel_out):
     send(channel_out, ["ready"])
     for line in channel_in:
         _, args, kwargs = json.loads(line)
-        try:
-            result = encode(function(*decode(args), **decode(kwargs)))
-        except BaseException as exc:
-            send(channel_out, ["raise", type(exc).__name__, str(exc)[:500]])
-        else:
-            send(channel_out, ["ok", result])
+        send(channel_out, answer_of(function, *decode(args), **decode(kwargs)))
 """
 
 # A runner started afresh by the harness, after a test left the last one in an unknown
 # state: a new interpreter, so it holds nothing of the harness's memory.
-RUNNER = _COMMON + _RUNNER_BODY + r"""
+RUNNER = SPLIT + _RUNNER_BODY + r"""
 channel_in, channel_out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
 null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 0)
@@ -120,30 +53,14 @@ os.dup2(null, 1)
 run_candidate(channel_in, channel_out)
 """
 
-# The first runner is a fork of the harness made before the harness reads its stdin (so
-# the copy knows neither the token nor the tests): a fork costs under a millisecond, a new
+# The first runner is forked before the harness reads its stdin (isolation.py); one
+# started after a test left the last in an unknown state is a new interpreter (RUNNER),
+# which holds nothing of the harness's memory: a fork costs under a millisecond, a new
 # interpreter ten or more.
-FUNCTION_HARNESS = _COMMON + _RUNNER_BODY + f"RUNNER = {RUNNER!r}\n" + r"""
-import builtins, signal
+FUNCTION_HARNESS = SPLIT + _RUNNER_BODY + f"RUNNER = {RUNNER!r}\n" + r"""
+import signal
 no_dumps()
-def fork_runner():
-    to_child, from_parent = os.pipe()
-    to_parent, from_child = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            null = os.open(os.devnull, os.O_RDWR)
-            for fd in (0, 1, 2):
-                os.dup2(null, fd)
-            os.close(from_parent)
-            os.close(to_parent)
-            run_candidate(os.fdopen(to_child, "rb"), os.fdopen(from_child, "wb"))
-        finally:
-            os._exit(0)
-    os.close(to_child)
-    os.close(from_child)
-    return pid, os.fdopen(from_parent, "wb"), os.fdopen(to_parent, "rb")
-first_runner = fork_runner()
+first_runner = fork_runner(run_candidate, prints_to_stderr=False)
 token = sys.stdin.readline().strip()
 spec = json.loads(sys.stdin.readline())
 out = sys.stdout
@@ -151,8 +68,6 @@ def report(*parts):
     out.write(" ".join([token, *map(str, parts)]) + "\n")
     out.flush()
 class TestTimeout(Exception):
-    pass
-class CandidateGone(Exception):
     pass
 def on_alarm(signum, frame):
     raise TestTimeout()
@@ -163,7 +78,6 @@ except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
     report("compile", 0)
     raise SystemExit(0)
 report("compile", 1)
-MAX_ANSWER = 16 * 1024 * 1024
 class Runner:
     # The candidate's process; started again after a test it left in an unknown state.
     def __init__(self):
@@ -180,14 +94,9 @@ class Runner:
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             self.pid, self.to_runner, self.from_runner = process.pid, process.stdin, process.stdout
         send(self.to_runner, ["load", spec["entry_point"]])
-        if self.answer() != ["ready"]:
-            raise CandidateGone()
+        if read_answer(self.from_runner) != ["ready"]:
+            raise RunnerGone()
         self.broken = False
-    def answer(self):
-        line = self.from_runner.readline(MAX_ANSWER)
-        if not line.endswith(b"\n"):
-            raise CandidateGone()
-        return json.loads(line)
     def stop(self):
         if self.pid is not None:
             os.kill(self.pid, 9)
@@ -197,24 +106,18 @@ class Runner:
             self.pid = None
     def call(self, *args, **kwargs):
         if self.broken:
-            raise CandidateGone()
+            raise RunnerGone()
         try:
             if self.pid is None:
                 self.start()
             send(self.to_runner, ["call", encode(list(args)), encode(kwargs)])
-            answer = self.answer()
-            if answer[0] == "ok":
-                return decode(answer[1])
+            answer = read_answer(self.from_runner)
         except BaseException:
             self.stop()
             raise
-        if answer[0] == "raise":
-            kind = getattr(builtins, str(answer[1]), None)
-            if isinstance(kind, type) and issubclass(kind, Exception):
-                raise kind(answer[2])
-            raise RuntimeError("%s: %s" % (answer[1], answer[2]))
-        self.stop()
-        raise CandidateGone()
+        if answer[0] not in ("ok", "raise"):
+            self.stop()
+        return value_of(answer)
 runner = Runner()
 scope_of_prompt = {"__name__": "tests"}
 exec(spec["prompt"], scope_of_prompt)
@@ -245,7 +148,7 @@ def digest(text):
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()
 """
 
-STDIO_HARNESS = _COMMON + _DIGEST + r"""
+STDIO_HARNESS = SPLIT + _DIGEST + r"""
 import subprocess
 no_dumps()
 token = sys.stdin.readline().strip()

@@ -27,6 +27,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from evotrainer.domains.base import ToolCall
+from evotrainer.domains.isolation import SPLIT
 from evotrainer.domains.swe.gitops import PatchError, apply_diff
 from evotrainer.domains.swe.grading import grade_instance
 from evotrainer.domains.swe.pyenv import instance_packages
@@ -54,19 +55,80 @@ from evotrainer.sandbox import SandboxConfig, run
 TOOLS = ("list_files", "read_file", "search", "edit", "run_tests", "shell", "submit")
 _HISTORY_PROBE = re.compile(r"\.git\b|\bgit\b|\breflog\b|ORIG_HEAD|\.orig\b|\.patch\b|\.diff\b|\bhg\b|\.svn\b")
 _MAX_SEARCH_HITS = 50
-_RUNNER = r"""
-import importlib.util, pathlib, sys
+# The generated repositories' test runner. The test files run here, in the harness; the
+# repository's own modules run in a runner process (isolation.py) and every module the
+# tests import from the repository is a stand-in whose functions call it there, so only
+# plain values reach the asserts. The repository's code never holds the token that marks
+# the summary, nor the harness's stdout (its prints go to stderr: the agent sees them).
+_RUNNER = SPLIT + r"""
+import importlib, importlib.abc, importlib.machinery, importlib.util, types
+no_dumps()
+def serve(channel_in, channel_out):
+    sys.path.insert(0, ".")
+    for line in channel_in:
+        what, module, name, args, kwargs = json.loads(line)
+        try:
+            target = getattr(importlib.import_module(module), name)
+        except BaseException as exc:
+            send(channel_out, ["raise", type(exc).__name__, str(exc)[:500]])
+            continue
+        if what == "call":
+            send(channel_out, answer_of(target, *decode(args), **decode(kwargs)))
+        else:
+            send(channel_out, ["function"] if callable(target) else answer_of(lambda: target))
+runner_pid, to_runner, from_runner = fork_runner(serve, prints_to_stderr=True)
 token = sys.stdin.readline().strip()
+tests = json.loads(sys.stdin.readline())  # {path: source}: never on disk, where the code could read them
+def ask(request):
+    send(to_runner, request)
+    return read_answer(from_runner)
+class StandIn(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        found = {}
+        def attribute(name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            if name not in found:
+                answer = ask(["attr", module.__name__, name, None, None])
+                if answer == ["function"]:
+                    found[name] = lambda *a, **k: value_of(ask(["call", module.__name__, name, encode(list(a)),
+                                                                encode(k)]))
+                else:
+                    try:
+                        found[name] = value_of(answer)
+                    except Exception as exc:
+                        raise AttributeError(name) from exc
+            return found[name]
+        module.__getattr__ = attribute
+ROOT = os.path.realpath(".")
+class Repository(importlib.abc.MetaPathFinder):
+    # The repository's modules, tests/ aside, as stand-ins.
+    def find_spec(self, fullname, path, target=None):
+        found = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if found is None or found.origin is None:
+            return None
+        where = os.path.relpath(os.path.realpath(found.origin), ROOT).split(os.sep)
+        if where[0] in ("..", "tests"):
+            return None
+        package = found.submodule_search_locations is not None
+        spec = importlib.util.spec_from_loader(fullname, StandIn(), is_package=package)
+        if package:
+            spec.submodule_search_locations = list(found.submodule_search_locations)
+        return spec
 sys.path.insert(0, ".")
+sys.meta_path.insert(0, Repository())
 only = set(sys.argv[1:])
 passed = failed = 0
-for path in sorted(pathlib.Path("tests").glob("test_*.py")):
-    if only and path.name not in only:
+for path in sorted(tests):
+    name = path.rsplit("/", 1)[-1]
+    if not (name.startswith("test_") and name.endswith(".py")) or (only and name not in only):
         continue
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
+    module = types.ModuleType(name[:-3])
+    module.__file__ = path
     try:
-        spec.loader.exec_module(module)
+        exec(compile(tests[path], path, "exec"), module.__dict__)
     except BaseException as exc:
         failed += 1
         print(f"ERROR {path}: {exc!r}")
@@ -80,7 +142,10 @@ for path in sorted(pathlib.Path("tests").glob("test_*.py")):
             except BaseException as exc:
                 failed += 1
                 print(f"FAIL {path}::{name}: {exc!r}")
+sys.stdout.flush()
 sys.__stdout__.write(f"\n{token} {passed} {failed}\n")
+sys.__stdout__.flush()
+end_runner(runner_pid, to_runner, grace_s=2.0)  # its last prints flushed before the run ends
 """
 
 
@@ -127,17 +192,30 @@ def parse_action(text: str) -> dict[str, Any] | None:
     return found
 
 
+def _is_test_module(path: str) -> bool:
+    """A Python file under tests/: what the generated repositories' runner runs."""
+    parts = PurePosixPath(path).parts
+    return len(parts) > 1 and parts[0] == "tests" and path.endswith(".py")
+
+
 def run_test_files(files: dict[str, str], config: SweConfig, only: tuple[str, ...] = ()) -> tuple[int, int, str]:
     """(passed, failed, output) of a generated problem's tests, run by the built-in runner.
 
-    A token on stdin marks the real summary line, so a program that exits early or
-    prints its own summary is counted as failing. `-I -S` keeps conftest files,
-    sitecustomize and .pth files out of the run.
+    A token on stdin marks the real summary line, and the repository's code runs in a
+    process of its own that never sees the token, the tests or the summary's stdout
+    (_RUNNER), so code that exits early, prints a summary of its own or looks up the
+    hidden tests' expected values is counted as failing. `-I -S`
+    keeps conftest files, sitecustomize and .pth files out of the run.
     """
     token = secrets.token_hex(16)
-    sandbox_files = {**files, ".evotrainer_runner.py": _RUNNER}
+    # The tests reach the harness on stdin: as files, the code under test could read
+    # the hidden ones' expected values.
+    tests = {path: text for path, text in files.items() if _is_test_module(path)}
+    sandbox_files = {path: text for path, text in files.items() if path not in tests}
+    sandbox_files[".evotrainer_runner.py"] = _RUNNER
     argv = [config.sandbox.python, "-I", "-S", ".evotrainer_runner.py", *only]
-    result = run(argv, files=sandbox_files, stdin=token + "\n", config=config.sandbox)
+    stdin = f"{token}\n{json.dumps(tests)}\n"
+    result = run(argv, files=sandbox_files, stdin=stdin, config=config.sandbox)
     output = result.stdout + result.stderr
     for line in reversed(result.stdout.splitlines()):
         parts = line.split()

@@ -1,0 +1,92 @@
+"""A repository edit that tries to pass the generated repositories' tests without fixing
+the bug: forging the runner's summary, an object equal to everything, the hidden tests'
+expected values read back, the runner's memory and pipes through /proc. The built-in
+runner (swe/env.py, isolation.py) must count every one as failing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evotrainer.domains import get_domain
+from evotrainer.domains.swe import SweDomain
+from evotrainer.domains.swe.env import SweConfig, run_test_files
+from evotrainer.sandbox.namespaces import available
+from tests.conftest import IN_CI
+from tests.domains.test_swe import scripted
+
+pytestmark = pytest.mark.skipif(bool(available()) and not IN_CI, reason=available() or "sandbox available")
+
+# mix(a, b) should be a + b. Each body returns the right sum only where its attack
+# worked (and -999, never right, where it did not).
+HOSTILE = {
+    "the summary forged with the runner's token": (
+        "import __main__, os\n"
+        "token = getattr(__main__, 'token', None)\n"
+        "if token:\n    os.write(1, f'\\n{token} 9 0\\n'.encode())\n    os._exit(0)\n"
+        "def mix(a, b):\n    return -999\n"
+    ),
+    "an object equal to everything": (
+        "class Equal:\n    def __eq__(self, other): return True\n"
+        "def mix(a, b):\n    return Equal()\n"
+    ),
+    "the hidden tests' expected values read back": (
+        "import glob, re\n"
+        "def mix(a, b):\n"
+        "    for name in glob.glob('tests/*.py') + glob.glob('/work/**/*.py', recursive=True):\n"
+        "        for x, y, want in re.findall(r'mix\\((\\d+), (\\d+)\\) == (\\d+)', open(name).read()):\n"
+        "            if (int(x), int(y)) == (a, b):\n                return int(want)\n"
+        "    return -999\n"
+    ),
+    "the runner's memory and pipes through /proc": (
+        "import os\n"
+        "def mix(a, b):\n"
+        "    for what in ('mem', 'fd/0', 'fd/1', 'environ'):\n"
+        "        try:\n            open(f'/proc/{os.getppid()}/{what}', 'rb').close()\n            return a + b\n"
+        "        except OSError:\n            pass\n"
+        "    return -999\n"
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def problem_files() -> tuple[dict[str, str], str]:
+    domain = get_domain("swe:tiny")
+    task = domain.tasks("train", 1, 0)[0]
+    problem = task.metadata["problem"]
+    assert problem.files["calc.py"].startswith("def mix(a, b):")  # the hostile bodies assume it
+    return {**problem.files, **problem.hidden_tests}, problem.bug_file
+
+
+@pytest.mark.parametrize("attack", sorted(HOSTILE))
+def test_a_hostile_edit_passes_no_test(attack: str, problem_files: tuple[dict[str, str], str]) -> None:
+    files, bug_file = problem_files
+    passed, failed, output = run_test_files({**files, bug_file: HOSTILE[attack]}, SweConfig())
+    assert passed == 0 and failed == 4, output
+
+
+def test_the_fix_passes_and_its_prints_reach_the_agent(problem_files: tuple[dict[str, str], str]) -> None:
+    files, bug_file = problem_files
+    fixed = "def mix(a, b):\n    print('mixing', a, b)\n    return a + b\n"
+    passed, failed, output = run_test_files({**files, bug_file: fixed}, SweConfig())
+    assert (passed, failed) == (4, 0), output
+    assert "mixing 8 2" in output
+
+
+def test_a_hostile_edit_in_an_episode_earns_what_no_edit_earns() -> None:
+    domain = get_domain("swe")
+    assert isinstance(domain, SweDomain)
+    task = domain.tasks("train", 1, seed=3)[0]
+    bug_file = task.metadata["bug_file"]
+    first_line = task.metadata["problem"].files[bug_file].splitlines()[0]
+    forge = ("import __main__, os\ntoken = getattr(__main__, 'token', None)\n"
+             "if token:\n    os.write(1, f'\\n{token} 99 0\\n'.encode())\n    os._exit(0)\n")  # fmt: skip
+    hostile = domain.run_episode(
+        task, scripted([{"tool": "edit", "path": bug_file, "search": first_line, "replace": forge + first_line}]),
+        max_turns=4,
+    )
+    untouched = domain.run_episode(task, scripted([]), max_turns=4)
+    assert hostile.tool_calls[0].tool == "edit" and hostile.tool_calls[0].ok, hostile.tool_calls[0].observation
+    assert hostile.rewards["correctness"] == 0.0
+    assert hostile.rewards["partial_tests"] == untouched.rewards["partial_tests"] < 1.0, json.dumps(hostile.rewards)
