@@ -90,3 +90,43 @@ def test_a_hostile_edit_in_an_episode_earns_what_no_edit_earns() -> None:
     assert hostile.tool_calls[0].tool == "edit" and hostile.tool_calls[0].ok, hostile.tool_calls[0].observation
     assert hostile.rewards["correctness"] == 0.0
     assert hostile.rewards["partial_tests"] == untouched.rewards["partial_tests"] < 1.0, json.dumps(hostile.rewards)
+
+
+# Found by a hostile review: the repository, running in the runner, turns the package the
+# tests import into a symlink farm while the tests run, so that the grader's own import
+# of a submodule would load a file from outside the repository, in the grader.
+PACKAGE_THAT_PLANTS_A_SUBMODULE = r'''
+import os
+here = os.path.dirname(os.path.abspath(__file__))
+os.makedirs("/tmp/planted", exist_ok=True)
+with open("/tmp/planted/forge.py", "w") as f:
+    f.write("import __main__, os, sys\ntoken = getattr(__main__, 'token', None)\n"
+            "if token:\n    sys.__stdout__.write('\\n%s 9 0\\n' % token)\n    sys.__stdout__.flush()\n"
+            "    os._exit(0)\n")
+for name in ("mix.py", "mix"):
+    if not os.path.lexists(os.path.join(here, name)):
+        os.symlink("/tmp/planted/forge.py", os.path.join(here, name))
+'''
+
+
+def test_no_file_of_the_repository_runs_in_the_grader(problem_files: tuple[dict[str, str], str]) -> None:
+    files, bug_file = problem_files
+    hostile = {**files, bug_file: "def mix(a, b):\n    return -999\n", "calc/__init__.py": PACKAGE_THAT_PLANTS_A_SUBMODULE}
+    passed, failed, output = run_test_files(hostile, SweConfig())
+    assert passed == 0 and failed == 4, output
+
+
+def test_a_call_with_a_lone_surrogate_is_refused_not_a_crash() -> None:
+    domain = get_domain("swe")
+    assert isinstance(domain, SweDomain)
+    task = domain.tasks("train", 1, seed=3)[0]
+    bug_file = task.metadata["problem"].bug_file
+    episode = domain.run_episode(
+        task, scripted([{"tool": "edit", "path": bug_file, "search": "", "replace": "x = '\udccb'\n"},
+                        {"tool": "shell", "command": "echo \ud800"}, {"tool": "run_tests"}]),  # fmt: skip
+        max_turns=4,
+    )
+    refused = episode.tool_calls[:2]
+    assert all(not call.ok and "not valid Unicode" in call.observation for call in refused)
+    assert refused[0].arguments["replace"] == "x = '\\udccb'\n"  # recorded spelled out
+    assert episode.tool_calls[2].ok

@@ -102,23 +102,28 @@ class StandIn(importlib.abc.Loader):
                         raise AttributeError(name) from exc
             return found[name]
         module.__getattr__ = attribute
-ROOT = os.path.realpath(".")
+ROOT = os.getcwd()
 class Repository(importlib.abc.MetaPathFinder):
-    # The repository's modules, tests/ aside, as stand-ins.
+    # Every module of the repository is a stand-in, and nothing of it ever loads here:
+    # "." is not on this process's path, a top-level name is looked up in the repository
+    # by name alone (a symlink leading elsewhere is still the repository's), and a
+    # submodule of a stand-in is a stand-in too, so no lookup falls through to the
+    # default finders, which would run the file (the runner can change the tree while
+    # the tests run). The tests themselves came on stdin; stdlib modules load as usual.
     def find_spec(self, fullname, path, target=None):
-        found = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if found is None or found.origin is None:
+        parent_name, _, name = fullname.rpartition(".")
+        if parent_name:
+            parent = getattr(sys.modules.get(parent_name), "__spec__", None)
+            if parent is not None and isinstance(parent.loader, StandIn):
+                return importlib.util.spec_from_loader(fullname, StandIn(), is_package=True)
             return None
-        where = os.path.relpath(os.path.realpath(found.origin), ROOT).split(os.sep)
-        if where[0] in ("..", "tests"):
-            return None
-        package = found.submodule_search_locations is not None
-        spec = importlib.util.spec_from_loader(fullname, StandIn(), is_package=package)
-        if package:
-            spec.submodule_search_locations = list(found.submodule_search_locations)
-        return spec
-sys.path.insert(0, ".")
-sys.meta_path.insert(0, Repository())
+        here = os.path.join(ROOT, name)
+        if os.path.lexists(here + ".py") or os.path.isdir(here):
+            return importlib.util.spec_from_loader(fullname, StandIn(), is_package=os.path.isdir(here))
+        return None
+# After the builtin and frozen importers (the harness's own modules stay the real ones),
+# before the path finder.
+sys.meta_path.insert(sys.meta_path.index(importlib.machinery.PathFinder), Repository())
 only = set(sys.argv[1:])
 passed = failed = 0
 for path in sorted(tests):
@@ -190,6 +195,18 @@ def parse_action(text: str) -> dict[str, Any] | None:
         if isinstance(obj, dict) and isinstance(obj.get("tool"), str):
             found = obj
     return found
+
+
+def _as_text(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings spelled out (`\\udccb`): equal to
+    `value` exactly when all of it can be written as UTF-8."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list):
+        return [_as_text(item) for item in value]
+    if isinstance(value, dict):
+        return {_as_text(key): _as_text(item) for key, item in value.items()}
+    return value
 
 
 def _is_test_module(path: str) -> bool:
@@ -294,7 +311,13 @@ class SweEnvironment:
             args = {k: v for k, v in action.items() if k != "tool"}
             if _HISTORY_PROBE.search(json.dumps(args)) or tool in ("git", "log", "history"):
                 self.counts["history_probes"] += 1
-            observation, ok = self._dispatch(tool, args)
+            readable = _as_text(args)
+            if readable != args:
+                # JSON escapes can spell lone surrogates, which no file, command or record
+                # can hold: refused here, rather than failing the sandbox or the store.
+                observation, ok, args = "error: the call holds text that is not valid Unicode", False, readable
+            else:
+                observation, ok = self._dispatch(tool, args)
         observation = self._truncate(observation)
         self.calls.append(ToolCall(turn=turn, tool=tool, arguments=args, ok=ok, observation=observation,
                                    changed=self._changed, tampered=self._tampering()))  # fmt: skip
@@ -303,7 +326,10 @@ class SweEnvironment:
     def step_patch(self, turn: int, diff: str) -> str:
         """Apply a whole unified diff as one call (a completion that is a diff, not tool calls)."""
         self._changed, self._attempted = (), ()
-        observation, ok = self.apply_patch(diff)
+        if _as_text(diff) != diff:
+            observation, ok = "error: the diff holds text that is not valid Unicode", False
+        else:
+            observation, ok = self.apply_patch(diff)
         self.calls.append(ToolCall(turn=turn, tool="apply_patch", arguments={"diff_chars": len(diff)}, ok=ok,
                                    observation=self._truncate(observation), changed=self._changed,
                                    tampered=self._tampering()))  # fmt: skip
