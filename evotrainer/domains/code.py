@@ -85,6 +85,15 @@ def has_expected_format(task: Task, completion: str) -> bool:
     return code[:1] in (" ", "\t") or f"def {task.metadata['entry_point']}(" in code
 
 
+def is_unicode(text: str) -> bool:
+    """Whether `text` can be written as UTF-8 (no lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _harness_lines(stdout: str, token: str, n_tests: int) -> tuple[float, dict[int, str]]:
     """The harness's compile flag and one verdict per test index. Anything else bearing
     the token (a second line for a test, an index out of range) can only be forged, so
@@ -156,10 +165,15 @@ class CodeDomain(Domain):
             spec = {"tests": tests, "entry_point": task.metadata.get("entry_point", ""),
                     "setup": task.metadata.get("setup", ""), "prompt": task.prompt}
         spec["test_timeout_s"] = self.config.test_timeout_s
+        program = assemble(task, completion)
+        if not is_unicode(program):
+            # A lone surrogate (JSON can spell one) cannot be written as a source file.
+            return {"correctness": 0.0, "pass_fraction": 0.0, "compile": 0.0,
+                    "format": float(has_expected_format(task, completion))}  # fmt: skip
         token = secrets.token_hex(16)
         result = run_python(
             STDIO_HARNESS if stdio else FUNCTION_HARNESS,
-            files={"candidate.py": assemble(task, completion)},
+            files={"candidate.py": program},
             stdin=f"{token}\n{json.dumps(spec)}\n",
             config=self.config.sandbox,
             script_name="harness.py",

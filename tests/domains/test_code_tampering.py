@@ -113,3 +113,9 @@ def test_a_program_cannot_read_its_expected_output(tmp_path: Path) -> None:
     )
     assert domain.score(task, snoop)["pass_fraction"] == 0.0
     assert domain.score(task, task.reference)["correctness"] == 1.0
+
+
+def test_a_completion_with_a_lone_surrogate_scores_zero_instead_of_failing() -> None:
+    # JSON can spell one (`"\udccb"`); no source file can hold it.
+    rewards = CodeDomain().score(ADD, "    return a + b  # \udccb\n")
+    assert rewards == {"correctness": 0.0, "pass_fraction": 0.0, "compile": 0.0, "format": 1.0}
