@@ -11,7 +11,7 @@ import pytest
 
 from evotrainer.domains import get_domain
 from evotrainer.domains.swe import SweDomain
-from evotrainer.domains.swe.env import SweConfig, run_test_files
+from evotrainer.domains.swe.env import SweConfig, _as_text, run_test_files
 from evotrainer.sandbox.namespaces import available
 from tests.conftest import IN_CI
 from tests.domains.test_swe import scripted
@@ -130,3 +130,56 @@ def test_a_call_with_a_lone_surrogate_is_refused_not_a_crash() -> None:
     assert all(not call.ok and "not valid Unicode" in call.observation for call in refused)
     assert refused[0].arguments["replace"] == "x = '\\udccb'\n"  # recorded spelled out
     assert episode.tool_calls[2].ok
+
+
+# Found by the second hostile review: a policy's output that made the scoring process
+# raise (ending a training or evaluation run), where it must only earn nothing.
+_FORGER = ("python3 -c 'import ctypes,os,sys; l=ctypes.CDLL(None); fd=l.syscall(438, os.pidfd_open(2), 1, 0); "
+           "os.write(fd, sys.argv[1].encode()); os.kill(2, 9)' ")  # fmt: skip
+
+
+def _forged_report(report: dict[str, object]) -> str:
+    """A shell command that writes its own report to the reporter's stdout and kills it."""
+    return _FORGER + "'" + json.dumps(report) + "'"
+
+
+@pytest.mark.parametrize("episode", [
+    "edit ./calc.py||x\n$ test\n$ done",
+    "edit calc.py/x.py||y\n$ test\n$ done",
+    "edit .||x\n$ test\n$ done",
+    '{"tool": "read_file", "path": "calc.py", "start": Infinity}\n$ done',
+    '{"tool": "list_files", "x": ' + "[" * 900 + "]" * 900 + "}\n$ done",
+])  # fmt: skip
+def test_a_malformed_call_earns_nothing_and_raises_nothing(episode: str) -> None:
+    domain = get_domain("swe:tiny")
+    task = domain.tasks("train", 1, 0)[0]
+    assert domain.score(task, episode)["correctness"] == 0.0
+
+
+@pytest.mark.parametrize("report", [
+    {"exit": 0, "output": "", "changed": "ab", "paths": []},
+    {"exit": 0, "output": "", "changed": {"z.py": "\ud800"}, "paths": ["z.py"]},
+    {"exit": 0, "output": "", "changed": {"../z.py": "x"}, "paths": ["../z.py"]},
+    {"exit": 0, "output": "", "changed": {"./numkit": "x"}, "paths": ["./numkit"]},
+])  # fmt: skip
+def test_a_forged_shell_report_keeps_nothing(report: dict[str, object]) -> None:
+    domain = get_domain("swe")
+    assert isinstance(domain, SweDomain)
+    task = domain.tasks("train", 1, seed=3)[0]
+    episode = domain.run_episode(task, scripted([{"tool": "shell", "command": _forged_report(report)},
+                                                 {"tool": "run_tests"}]), max_turns=3)  # fmt: skip
+    shell = episode.tool_calls[0]
+    assert not shell.ok and "not kept" in shell.observation and shell.changed == ()
+    assert episode.tool_calls[1].ok
+
+
+def test_a_file_name_or_text_the_tree_cannot_hold_is_left_out() -> None:
+    domain = get_domain("swe")
+    assert isinstance(domain, SweDomain)
+    task = domain.tasks("train", 1, seed=3)[0]
+    command = "printf 'x=1\\n' > \"$(printf '\\377')\".py; printf 'a\\000b' > nul.txt; printf 'ok' > fine.txt"
+    episode = domain.run_episode(task, scripted([{"tool": "shell", "command": command}, {"tool": "list_files"}]),
+                                 max_turns=3)  # fmt: skip
+    assert episode.tool_calls[0].changed == ("fine.txt",)
+    listing = episode.tool_calls[1].observation
+    assert "fine.txt" in listing and "\udcff" not in listing and _as_text(listing) == listing

@@ -197,16 +197,53 @@ def parse_action(text: str) -> dict[str, Any] | None:
     return found
 
 
-def _as_text(value: Any) -> Any:
-    """`value` with every lone surrogate in its strings spelled out (`\\udccb`): equal to
-    `value` exactly when all of it can be written as UTF-8."""
+_MAX_ARGUMENT_DEPTH = 32
+
+
+def _as_text(value: Any, depth: int = 0) -> Any:
+    """`value` with every lone surrogate and NUL in its strings spelled out (`\\udccb`,
+    `\\x00`) and nesting past _MAX_ARGUMENT_DEPTH cut: equal to `value` exactly when all
+    of it can be written to a file, a command line and the store."""
+    if depth > _MAX_ARGUMENT_DEPTH:
+        return "[nested too deep]"
     if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
     if isinstance(value, list):
-        return [_as_text(item) for item in value]
+        return [_as_text(item, depth + 1) for item in value]
     if isinstance(value, dict):
-        return {_as_text(key): _as_text(item) for key, item in value.items()}
+        return {_as_text(key, depth + 1): _as_text(item, depth + 1) for key, item in value.items()}
     return value
+
+
+def clean_path(path: str) -> str | None:
+    """`path` as one repository file's key (`./a.py` and `a.py/` are `a.py`), or None when
+    it cannot be one: empty, `.`, absolute, `..`, NUL, or not valid Unicode."""
+    if not path or "\x00" in path or _as_text(path) != path or path.startswith("/"):
+        return None
+    parts = PurePosixPath(path).parts
+    if not parts or ".." in parts:
+        return None
+    return "/".join(parts)
+
+
+def _shell_report(stdout: str) -> tuple[int, dict[str, str], set[str], str] | None:
+    """(exit status, changed files, paths left, output) from _SHELL_REPORT's JSON, or None
+    unless every part has its type and every path is a clean one (clean_path): a file name
+    the command made of undecodable bytes, or a report it forged, keeps nothing."""
+    try:
+        report = json.loads(stdout)
+        exit_code, changed, paths, output = report["exit"], report["changed"], report["paths"], report["output"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    if not (isinstance(exit_code, int) and isinstance(output, str) and isinstance(changed, dict)
+            and isinstance(paths, list)):  # fmt: skip
+        return None
+    names = [*changed, *paths]
+    if not all(isinstance(p, str) and clean_path(p) == p for p in names):
+        return None
+    if not all(isinstance(c, str) and _as_text(c) == c for c in changed.values()):
+        return None
+    return exit_code, changed, set(paths), output
 
 
 def _is_test_module(path: str) -> bool:
@@ -255,13 +292,19 @@ for dirpath, dirnames, filenames in os.walk("/work"):
         if os.path.islink(full) or not os.path.isfile(full):
             continue
         rel = os.path.relpath(full, "/work")
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:  # a name of undecodable bytes: no file of a text tree
+            continue
         paths.append(rel)
         if os.stat(full).st_ctime_ns >= stamp:
             try:
                 with open(full, encoding="utf-8") as f:
-                    changed[rel] = f.read()
+                    text = f.read()
             except (OSError, UnicodeDecodeError):
-                pass
+                continue
+            if "\0" not in text:  # text holding NUL is binary to the tree, as undecodable bytes are
+                changed[rel] = text
 with open("/tmp/.evotrainer_out", "rb") as f:
     output = f.read()[-65536:].decode(errors="replace")
 sys.stdout.write(json.dumps({"exit": int(sys.argv[1]), "output": output, "changed": changed, "paths": paths}))
@@ -292,7 +335,10 @@ class SweEnvironment:
         self.setup = RunSetup(config.sandbox, packages, problem.assets)
 
     def _truncate(self, text: str) -> str:
+        # What the policy and the evidence get: no NUL or lone surrogate (a file the
+        # agent's command wrote can hold them), which the store would refuse.
         limit = self.config.max_observation_chars
+        text = _as_text(text)
         return text if len(text) <= limit else text[:limit] + f"\n[... truncated {len(text) - limit} chars]"
 
     def step(self, turn: int, text: str) -> str:
@@ -309,9 +355,9 @@ class SweEnvironment:
         else:
             tool = action["tool"]
             args = {k: v for k, v in action.items() if k != "tool"}
-            if _HISTORY_PROBE.search(json.dumps(args)) or tool in ("git", "log", "history"):
-                self.counts["history_probes"] += 1
             readable = _as_text(args)
+            if _HISTORY_PROBE.search(json.dumps(readable)) or tool in ("git", "log", "history"):
+                self.counts["history_probes"] += 1
             if readable != args:
                 # JSON escapes can spell lone surrogates, which no file, command or record
                 # can hold: refused here, rather than failing the sandbox or the store.
@@ -391,7 +437,7 @@ class SweEnvironment:
         lines = self.files[path].splitlines()
         try:
             first, last = int(start or 1), int(end or len(lines))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
             return "error: start and end must be line numbers", False
         first, last = max(first, 1), min(last, len(lines))
         body = "\n".join(f"{n:>6}  {lines[n - 1]}" for n in range(first, last + 1))
@@ -419,10 +465,13 @@ class SweEnvironment:
         self.edited_files.update(changed)
 
     def _edit(self, path: str, search: str, replace: str) -> tuple[str, bool]:
+        path = clean_path(path) or path
         if is_protected(path):
             self._attempted = (path,)  # an attempt counts even when the edit itself fails
-        if not path or path.startswith("/") or ".." in PurePosixPath(path).parts:
+        if clean_path(path) is None:
             return "error: path must be relative and inside the repository", False
+        if self._collides(path):
+            return f"error: {path} would be both a file and a folder", False
         if path not in self.files:
             if search:
                 return f"error: no such file {path!r} (use an empty search to create it)", False
@@ -436,6 +485,14 @@ class SweEnvironment:
         self.edited_files.add(path)
         self._changed = (path,)
         return f"edited {path}", True
+
+    def _collides(self, path: str) -> bool:
+        """Whether a new file at `path` would sit inside a file, or over a folder."""
+        if path in self.files:
+            return False
+        folder = path + "/"
+        parents = {"/".join(PurePosixPath(path).parts[:n]) for n in range(1, len(PurePosixPath(path).parts))}
+        return any(p in parents or p.startswith(folder) for p in self.files)
 
     def apply_patch(self, diff: str) -> tuple[str, bool]:
         """Apply a unified diff to the working tree as edits would be (tampering included)."""
@@ -457,18 +514,18 @@ class SweEnvironment:
         env = {**sandbox_env(), "PYTEST_ADDOPTS": "-p no:cacheprovider"}
         config = with_packages(config, env, self.setup.packages)
         result = run(argv, files={**self.files, **self.setup.assets}, config=config, env=env)
-        try:
-            report = json.loads(result.stdout)
-            changed, kept, output = dict(report["changed"]), set(report["paths"]), str(report["output"])
-        except (json.JSONDecodeError, KeyError, TypeError):
-            # Killed (time, output) or its report was garbled: none of its changes are
+        report = _shell_report(result.stdout)
+        if report is None:
+            # Killed (time, output), or its report was garbled or forged past what a tree
+            # can hold (the command runs as the reporter's uid): none of its changes are
             # kept, so what the agent sees next is exactly what grading would see.
             return f"[{result.status.value}: the command's file changes were not kept]\n{result.stderr[-2000:]}", False
+        exit_code, changed, kept, output = report
         before = dict(self.files)
         self.files = {p: c for p, c in self.files.items() if p in kept}
-        self.files.update({str(p): str(c) for p, c in changed.items()})
+        self.files.update(changed)
         self._record_changes(before)
-        return f"[exit {report['exit']}]\n{output}", report["exit"] == 0
+        return f"[exit {exit_code}]\n{output}", exit_code == 0
 
     def _visible_test_files(self) -> list[str]:
         """An instance's visible tests: the test files its test_patch touches that exist now."""
