@@ -498,9 +498,11 @@ class SweEnvironment:
         """Apply a unified diff to the working tree as edits would be (tampering included)."""
         before = dict(self.files)
         try:
-            self.files = apply_diff(self.files, diff)
+            patched = apply_diff(self.files, diff)
         except PatchError as exc:
             return f"error: the diff does not apply: {exc}", False
+        # A name git wrote from quoted bytes that are not UTF-8 is no file of a text tree.
+        self.files = {path: text for path, text in patched.items() if clean_path(path) == path}
         self._record_changes(before)
         self.counts["edits"] += len(self._changed)
         return f"patched {', '.join(self._changed) or 'nothing'}", True
