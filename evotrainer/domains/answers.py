@@ -54,18 +54,21 @@ def normalize(text: str) -> str:
 
 
 def boxed_answers(text: str) -> list[str]:
-    """The contents of every `\\boxed{...}` (or `\\fbox{...}`) with balanced braces, in order."""
+    """The contents of every `\\boxed{...}` (or `\\fbox{...}`) with balanced braces, in order.
+
+    Every brace is matched in one pass first: scanning on from each `\\boxed{` for its
+    closing brace would take quadratic time on a completion of many unclosed ones."""
+    closing, open_at = {}, []
+    for j, char in enumerate(text):
+        if char == "{":
+            open_at.append(j)
+        elif char == "}" and open_at:
+            closing[open_at.pop()] = j
     out = []
     for match in _BOXED.finditer(text):
-        depth, i = 1, match.end()
-        for j in range(i, len(text)):
-            if text[j] == "{":
-                depth += 1
-            elif text[j] == "}":
-                depth -= 1
-                if depth == 0:
-                    out.append(text[i:j])
-                    break
+        end = closing.get(match.end() - 1)
+        if end is not None:
+            out.append(text[match.end():end])
     return out
 
 
@@ -118,15 +121,36 @@ def _math_verify() -> Any:
     return math_verify
 
 
+_MAX_TERMS = 10_000
+"""The most terms an answer may expand to: `(x+y+z+w)^{1000}` has some 10^8."""
+
+
 def _cheap(value: Any) -> bool:
     """Whether comparing this parsed value stays cheap: no power tower, no huge power or
-    factorial for SymPy to evaluate, a bounded expression tree."""
-    from sympy import Basic, Pow, binomial, factorial, factorial2, gamma, preorder_traversal, subfactorial
+    factorial for SymPy to evaluate, no integral, sum, product or limit for it to work
+    out (an answer is a value, not a computation), no power that expands to more than
+    _MAX_TERMS terms, a bounded expression tree. A guard against what a policy can write
+    on purpose, not a proof: comparing stays in this process, unbounded in time."""
+    from sympy import (
+        Basic,
+        Derivative,
+        Integral,
+        Limit,
+        Pow,
+        Product,
+        Sum,
+        binomial,
+        factorial,
+        factorial2,
+        gamma,
+        preorder_traversal,
+        subfactorial,
+    )  # fmt: skip
 
     if not isinstance(value, Basic):
         return isinstance(value, str)
     for count, node in enumerate(preorder_traversal(value)):
-        if count > _MAX_NODES:
+        if count > _MAX_NODES or isinstance(node, (Integral, Sum, Product, Limit, Derivative)):
             return False
         if isinstance(node, Pow) and node.exp.is_number:
             e = node.exp
@@ -135,7 +159,29 @@ def _cheap(value: Any) -> bool:
         if isinstance(node, (factorial, factorial2, subfactorial, binomial, gamma)):
             if any(a.is_number and not (a.is_Integer and abs(a) <= _MAX_FACTORIAL) for a in node.args):
                 return False
-    return True
+    return _terms(value) <= _MAX_TERMS
+
+
+def _terms(node: Any) -> float:
+    """How many terms `node` has once multiplied out (an estimate, from above)."""
+    import math
+
+    from sympy import Add, Mul, Pow
+
+    if isinstance(node, Add):
+        return sum(_terms(arg) for arg in node.args)
+    if isinstance(node, Mul):
+        return math.prod(_terms(arg) for arg in node.args)
+    if isinstance(node, Pow):
+        base, e = _terms(node.base), node.exp
+        if not (e.is_Integer and e > 0) or base <= 1:
+            return base
+        if base > _MAX_TERMS or e > _MAX_TERMS:
+            return math.inf
+        # A multinomial (t terms to the n-th power) has C(n + t - 1, t - 1) terms.
+        terms = math.comb(int(e) + int(base) - 1, int(base) - 1)
+        return float(terms) if terms <= _MAX_TERMS else math.inf
+    return 1.0
 
 
 def _is_value(value: Any) -> bool:

@@ -219,13 +219,17 @@ def load_stdio_jsonl(path: Path) -> list[Task]:
             solutions = row.get("solutions") or []
             if isinstance(solutions, str):
                 solutions = json.loads(solutions)
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            reason = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            if isinstance(solutions, dict):  # CodeContests: {"language": [...], "solution": [...]}
+                solutions = solutions.get("solution") or []
+            if not isinstance(solutions, list):
+                raise TypeError(f"solutions must be a list, not {type(solutions).__name__}")
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+            # ValueError covers a line that is not JSON; AttributeError a test group that is
+            # not an object; RecursionError nesting past the stack.
+            reason = f"no {exc}" if isinstance(exc, KeyError) else str(exc) or type(exc).__name__
             raise UsageError(f"{path}:{lineno}: not an APPS/CodeContests-style line ({reason})") from None
         if not tests:
             raise UsageError(f"{path}:{lineno}: problem has no tests")
-        if isinstance(solutions, dict):  # CodeContests: {"language": [...], "solution": [...]}
-            solutions = solutions.get("solution", [])
         fallback = f"code/file/{path.stem}/{row.get('problem_id', lineno)}"
         tasks.append(
             Task(

@@ -31,7 +31,10 @@ def read_lines(path: Path) -> Iterator[str]:
     except UnicodeDecodeError as exc:
         line = text_line_of(path, exc.start)
         raise UsageError(f"{path}:{line}: not UTF-8 text") from None
-    yield from text.splitlines()
+    # Lines end at "\n" (and "\r\n") only: str.splitlines also splits at U+2028 and
+    # others, which JSON strings may hold as they are.
+    for text_line in text.split("\n"):
+        yield text_line.removesuffix("\r")
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
@@ -44,6 +47,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
             yield lineno, json.loads(line)
         except json.JSONDecodeError as exc:
             raise UsageError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # an integer of 4,300+ digits; nesting past the stack
+            raise UsageError(f"{path}:{lineno}: not JSON this reader takes ({type(exc).__name__})") from None
 
 
 def text_line_of(path: Path, offset: int) -> int:

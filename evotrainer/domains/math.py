@@ -147,8 +147,8 @@ def load_math_jsonl(path: Path) -> list[Task]:
         try:
             row = json.loads(line)
             question, final, solution = _math_row(row)
-        except (json.JSONDecodeError, ValueError) as exc:
-            raise UsageError(f"{path}:{lineno}: not a GSM8K/MATH-style line: {exc}") from None
+        except (ValueError, TypeError, AttributeError, RecursionError) as exc:  # ValueError: not JSON too
+            raise UsageError(f"{path}:{lineno}: not a GSM8K/MATH-style line: {exc or type(exc).__name__}") from None
         if not is_reference(final):
             raise UsageError(f"{path}:{lineno}: math-verify cannot read the final answer {final[:60]!r}")
         task_id = ids.add(file_task_id(row, f"math/file/{path.stem}/{lineno}"), lineno)

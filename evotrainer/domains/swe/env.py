@@ -215,13 +215,20 @@ def _as_text(value: Any, depth: int = 0) -> Any:
     return value
 
 
+_MAX_PATH_PARTS = 64
+_MAX_NAME_BYTES = 255  # what Linux file systems take
+
+
 def clean_path(path: str) -> str | None:
     """`path` as one repository file's key (`./a.py` and `a.py/` are `a.py`), or None when
-    it cannot be one: empty, `.`, absolute, `..`, NUL, or not valid Unicode."""
+    it cannot be one: empty, `.`, absolute, `..`, NUL, not valid Unicode, a name longer
+    than a file system takes or more than _MAX_PATH_PARTS deep."""
     if not path or "\x00" in path or _as_text(path) != path or path.startswith("/"):
         return None
     parts = PurePosixPath(path).parts
-    if not parts or ".." in parts:
+    if not parts or ".." in parts or len(parts) > _MAX_PATH_PARTS:
+        return None
+    if any(len(part.encode("utf-8")) > _MAX_NAME_BYTES for part in parts):
         return None
     return "/".join(parts)
 
