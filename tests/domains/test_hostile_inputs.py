@@ -14,14 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.domains import get_domain
 from evotrainer.domains.answers import boxed_answers, is_correct
 from evotrainer.domains.code_problems import load_stdio_jsonl
 from evotrainer.domains.files import json_lines
 from evotrainer.domains.math import load_math_jsonl
 from evotrainer.errors import UsageError
-from evotrainer.sandbox.namespaces import available
-from tests.conftest import IN_CI
 
 # Expressions whose comparison SymPy would work at for minutes (and gigabytes): an
 # answer is a value, so none of them is one.
@@ -91,11 +88,3 @@ def test_a_malformed_code_file_line_is_one_error(tmp_path: Path, row: str) -> No
 def test_a_math_line_nested_past_the_stack_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"m\.jsonl:1: "):
         load_math_jsonl(_write(tmp_path, "m.jsonl", '{"question": ' + "[" * 100_000 + "]" * 100_000 + "}"))
-
-
-@pytest.mark.skipif(bool(available()) and not IN_CI, reason=available() or "sandbox available")
-@pytest.mark.parametrize("path", ["a" * 300 + ".py", "a/" * 2100 + "b.py"])
-def test_a_path_no_file_system_takes_is_refused_not_a_crash(path: str) -> None:
-    domain = get_domain("swe:tiny")
-    task = domain.tasks("train", 1, 0)[0]
-    assert domain.score(task, f"edit {path}||x = 1\n$ done")["correctness"] == 0.0

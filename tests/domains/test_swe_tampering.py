@@ -149,6 +149,8 @@ def _forged_report(report: dict[str, object]) -> str:
     "edit .||x\n$ test\n$ done",
     '{"tool": "read_file", "path": "calc.py", "start": Infinity}\n$ done',
     '{"tool": "list_files", "x": ' + "[" * 900 + "]" * 900 + "}\n$ done",
+    "edit " + "a" * 300 + ".py||x = 1\n$ done",  # a name no file system takes
+    "edit " + "a/" * 2100 + "b.py||x = 1\n$ done",  # a path deeper than the sandbox lays out
 ])  # fmt: skip
 def test_a_malformed_call_earns_nothing_and_raises_nothing(episode: str) -> None:
     domain = get_domain("swe:tiny")
