@@ -10,8 +10,9 @@ import json
 import pytest
 
 from evotrainer.domains import get_domain
-from evotrainer.domains.swe import SweDomain
-from evotrainer.domains.swe.env import SweConfig, _as_text, run_test_files
+from evotrainer.domains.swe import SweDomain, SweDomainConfig
+from evotrainer.domains.swe.env import SweConfig, _as_text, collides, fits, run_test_files
+from evotrainer.domains.swe.testinfra import restore_protected
 from evotrainer.sandbox.namespaces import available
 from tests.conftest import IN_CI
 from tests.domains.test_swe import scripted
@@ -151,6 +152,8 @@ def _forged_report(report: dict[str, object]) -> str:
     '{"tool": "list_files", "x": ' + "[" * 900 + "]" * 900 + "}\n$ done",
     "edit " + "a" * 300 + ".py||x = 1\n$ done",  # a name no file system takes
     "edit " + "a/" * 2100 + "b.py||x = 1\n$ done",  # a path deeper than the sandbox lays out
+    "edit " + "/".join(["a" * 250] * 17) + "||x = 1\n$ done",  # short names, too long a path
+    "edit .evotrainer_runner.py/x||x\n$ done",  # a folder where the grader's runner goes
 ])  # fmt: skip
 def test_a_malformed_call_earns_nothing_and_raises_nothing(episode: str) -> None:
     domain = get_domain("swe:tiny")
@@ -185,3 +188,36 @@ def test_a_file_name_or_text_the_tree_cannot_hold_is_left_out() -> None:
     assert episode.tool_calls[0].changed == ("fine.txt",)
     listing = episode.tool_calls[1].observation
     assert "fine.txt" in listing and "\udcff" not in listing and _as_text(listing) == listing
+
+
+# Found by the fourth hostile review: trees that could not be laid out in the sandbox again
+# (reported as the sandbox being broken, a fault, instead of as failing tests), a patch
+# that makes git build a gigabyte in memory, and an episode that keeps the scorer busy.
+def test_a_binary_patch_is_refused() -> None:
+    domain = get_domain("swe")
+    task = domain.tasks("train", 1, seed=3)[0]
+    diff = ("diff --git a/README.md b/README.md\nindex 0000000..1111111 100644\nGIT binary patch\n"
+            "delta 12\nzcmV-a0\n\n")  # fmt: skip
+    assert domain.score(task, diff)["correctness"] == 0.0
+
+
+def test_a_tree_that_would_fill_the_sandbox_disk_is_not_kept() -> None:
+    one_byte_files = {f"f/{i}": "x" for i in range(300_000)}
+    assert not fits(one_byte_files, {}, 1 << 30)  # 300,000 pages: over 1 GiB, though 300 kB of text
+    assert fits({"a.py": "x" * 1000, "pkg/b.py": ""}, {"data.bin": b"1" * 10_000}, 64 << 20)
+
+
+def test_an_agent_file_where_the_tests_need_a_folder_gives_way() -> None:
+    base = {"pkg/mod.py": "x = 1\n", "pkg/tests/test_mod.py": "def test(): pass\n"}
+    restored = restore_protected({"pkg": "agent's file\n", "other.py": ""}, base)
+    assert restored == {"other.py": "", "pkg/tests/test_mod.py": "def test(): pass\n"}
+    assert collides("pkg/data.bin/x.py", ["pkg/data.bin"]) and collides("pkg", ["pkg/mod.py"])
+    assert not collides("pkg/new.py", ["pkg/mod.py"])
+
+
+def test_an_episode_spends_its_sandbox_time_once() -> None:
+    domain = SweDomain(SweDomainConfig(env=SweConfig(episode_sandbox_s=0.5)))
+    task = domain.tasks("train", 1, seed=3)[0]
+    episode = domain.run_episode(task, scripted([{"tool": "shell", "command": "sleep 1"}] * 3), max_turns=3)
+    assert episode.tool_calls[0].ok
+    assert all("sandbox time" in call.observation and not call.ok for call in episode.tool_calls[1:])

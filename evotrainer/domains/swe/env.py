@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import re
 import secrets
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePosixPath
 from typing import Any
@@ -177,6 +179,10 @@ class SweConfig:
     pip_args: tuple[str, ...] = ()
     """Extra pip options for installing instances' requirements (`--no-index`,
     `--find-links DIR` for an offline wheel directory); see pyenv.py."""
+    episode_sandbox_s: float = 300.0
+    """Sandbox time an episode's tool calls may spend in all (grading aside): past it,
+    `shell` and `run_tests` answer with an error, so twenty `sleep 1000` calls cost an
+    episode minutes, not twenty of them."""
 
     def __post_init__(self) -> None:
         if self.sandbox.wall_time_s == _GENERIC_WALL_TIME_S:
@@ -217,20 +223,48 @@ def _as_text(value: Any, depth: int = 0) -> Any:
 
 _MAX_PATH_PARTS = 64
 _MAX_NAME_BYTES = 255  # what Linux file systems take
+_MAX_PATH_BYTES = 3000  # below Linux's 4096, with room for the sandbox's /work/ prefix
+_RESERVED = ".evotrainer"
+"""The graders' own files in the sandbox (.evotrainer_runner.py) start with this."""
 
 
 def clean_path(path: str) -> str | None:
     """`path` as one repository file's key (`./a.py` and `a.py/` are `a.py`), or None when
     it cannot be one: empty, `.`, absolute, `..`, NUL, not valid Unicode, a name longer
-    than a file system takes or more than _MAX_PATH_PARTS deep."""
+    than a file system takes, a path longer than one takes or more than _MAX_PATH_PARTS
+    deep, or under a name the graders keep for their own files."""
     if not path or "\x00" in path or _as_text(path) != path or path.startswith("/"):
         return None
+    if len(path.encode("utf-8")) > _MAX_PATH_BYTES:
+        return None
     parts = PurePosixPath(path).parts
-    if not parts or ".." in parts or len(parts) > _MAX_PATH_PARTS:
+    if not parts or ".." in parts or len(parts) > _MAX_PATH_PARTS or parts[0].startswith(_RESERVED):
         return None
     if any(len(part.encode("utf-8")) > _MAX_NAME_BYTES for part in parts):
         return None
     return "/".join(parts)
+
+
+_PAGE = 4096
+
+
+def fits(files: Mapping[str, str], assets: Mapping[str, bytes], disk_bytes: int) -> bool:
+    """Whether the tree, laid out in the sandbox's in-memory disk (a page at least for
+    each file and each folder), leaves a fifth of it free for the graders and the tests:
+    a thousand 1-byte files take four megabytes there, not one kilobyte."""
+    folders = {str(PurePosixPath(p).parent) for p in [*files, *assets]}
+    used = _PAGE * len(folders)
+    for data in [*(text.encode("utf-8") for text in files.values()), *assets.values()]:
+        used += max(1, -(-len(data) // _PAGE)) * _PAGE
+    return used <= disk_bytes * 0.8
+
+
+def collides(path: str, paths: Iterable[str]) -> bool:
+    """Whether a file at `path` would sit inside one of `paths`, or over a folder of them."""
+    folder = path + "/"
+    parts = PurePosixPath(path).parts
+    parents = {"/".join(parts[:n]) for n in range(1, len(parts))}
+    return any(p in parents or p.startswith(folder) for p in paths if p != path)
 
 
 def _shell_report(stdout: str) -> tuple[int, dict[str, str], set[str], str] | None:
@@ -327,6 +361,7 @@ class SweEnvironment:
         self.files = dict(problem.files)
         self.calls: list[ToolCall] = []
         self.done = False
+        self._sandbox_s_left = config.episode_sandbox_s
         self.counts = {"tamper_attempts": 0, "history_probes": 0, "parse_failures": 0, "test_runs": 0, "edits": 0}
         self.edited_files: set[str] = set()
         self.test_statuses: dict[str, str] = {}
@@ -381,6 +416,9 @@ class SweEnvironment:
         self._changed, self._attempted = (), ()
         if _as_text(diff) != diff:
             observation, ok = "error: the diff holds text that is not valid Unicode", False
+        elif "GIT binary patch" in diff:
+            # git would build a binary patch's result in memory, at the size it declares.
+            observation, ok = "error: binary patches are not accepted; edit text files", False
         else:
             observation, ok = self.apply_patch(diff)
         self.calls.append(ToolCall(turn=turn, tool="apply_patch", arguments={"diff_chars": len(diff)}, ok=ok,
@@ -426,15 +464,24 @@ class SweEnvironment:
             return self._search(str(args.get("text", args.get("pattern", ""))), path)
         if tool == "edit":
             return self._edit(path, str(args.get("search", "")), str(args.get("replace", "")))
+        if tool in ("run_tests", "shell") and self._sandbox_s_left <= 0:
+            return f"error: this episode's sandbox time ({self.config.episode_sandbox_s:g} s) is spent", False
         if tool == "run_tests":
             self.counts["test_runs"] += 1
-            return self._run_visible_tests()
+            return self._timed(self._run_visible_tests)
         if tool == "shell":
-            return self._shell(str(args.get("command", "")))
+            return self._timed(lambda: self._shell(str(args.get("command", ""))))
         if tool == "submit":
             self.done = True
             return "submitted", True
         return f"error: unknown tool {tool!r}; tools: {', '.join(TOOLS)}", False
+
+    def _timed(self, call: Callable[[], tuple[str, bool]]) -> tuple[str, bool]:
+        started = time.monotonic()
+        try:
+            return call()
+        finally:
+            self._sandbox_s_left -= time.monotonic() - started
 
     def _read(self, path: str, start: Any, end: Any) -> tuple[str, bool]:
         if path not in self.files:
@@ -494,12 +541,11 @@ class SweEnvironment:
         return f"edited {path}", True
 
     def _collides(self, path: str) -> bool:
-        """Whether a new file at `path` would sit inside a file, or over a folder."""
+        """Whether a new file at `path` would sit inside a file, or over a folder, of the
+        tree or of the instance's binary assets."""
         if path in self.files:
             return False
-        folder = path + "/"
-        parents = {"/".join(PurePosixPath(path).parts[:n]) for n in range(1, len(PurePosixPath(path).parts))}
-        return any(p in parents or p.startswith(folder) for p in self.files)
+        return collides(path, [*self.files, *self.setup.assets])
 
     def apply_patch(self, diff: str) -> tuple[str, bool]:
         """Apply a unified diff to the working tree as edits would be (tampering included)."""
@@ -530,9 +576,13 @@ class SweEnvironment:
             # kept, so what the agent sees next is exactly what grading would see.
             return f"[{result.status.value}: the command's file changes were not kept]\n{result.stderr[-2000:]}", False
         exit_code, changed, kept, output = report
+        after = {p: c for p, c in self.files.items() if p in kept}
+        after.update(changed)
+        if not fits(after, self.setup.assets, self.config.sandbox.tmpfs_bytes):
+            # Kept, it would leave no room to lay the tree out again for its tests.
+            return "[the command's files fill the sandbox's disk: its file changes were not kept]", False
         before = dict(self.files)
-        self.files = {p: c for p, c in self.files.items() if p in kept}
-        self.files.update(changed)
+        self.files = after
         self._record_changes(before)
         return f"[exit {exit_code}]\n{output}", exit_code == 0
 

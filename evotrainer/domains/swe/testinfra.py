@@ -103,7 +103,12 @@ def restore_protected(files: Mapping[str, str], base: Mapping[str, str]) -> dict
     and no new module shadowing the test runner."""
     own_runner = is_runner_repository(base)
     restored = {p: c for p, c in files.items() if not is_protected(p) and (own_runner or not shadows_runner(p))}
-    restored.update({p: c for p, c in base.items() if is_protected(p)})
+    protected = {p: c for p, c in base.items() if is_protected(p)}
+    # An agent's file where a protected one needs a folder (or the other way round)
+    # gives way: the tests are put back whatever the agent made of their folders.
+    restored = {p: c for p, c in restored.items() if not any(q.startswith(p + "/") or p.startswith(q + "/")
+                                                             for q in protected)}  # fmt: skip
+    restored.update(protected)
     return restored
 
 
