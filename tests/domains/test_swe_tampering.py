@@ -11,8 +11,8 @@ import pytest
 
 from evotrainer.domains import get_domain
 from evotrainer.domains.swe import SweDomain, SweDomainConfig
-from evotrainer.domains.swe.env import SweConfig, _as_text, collides, fits, run_test_files
-from evotrainer.domains.swe.testinfra import restore_protected
+from evotrainer.domains.swe.env import SweConfig, _as_text, fits, run_test_files
+from evotrainer.domains.swe.testinfra import collides, folders_of, restore_protected
 from evotrainer.sandbox.namespaces import available
 from tests.conftest import IN_CI
 from tests.domains.test_swe import scripted
@@ -211,8 +211,9 @@ def test_an_agent_file_where_the_tests_need_a_folder_gives_way() -> None:
     base = {"pkg/mod.py": "x = 1\n", "pkg/tests/test_mod.py": "def test(): pass\n"}
     restored = restore_protected({"pkg": "agent's file\n", "other.py": ""}, base)
     assert restored == {"other.py": "", "pkg/tests/test_mod.py": "def test(): pass\n"}
-    assert collides("pkg/data.bin/x.py", ["pkg/data.bin"]) and collides("pkg", ["pkg/mod.py"])
-    assert not collides("pkg/new.py", ["pkg/mod.py"])
+    tree = {"pkg/data.bin", "pkg/mod.py"}
+    assert collides("pkg/data.bin/x.py", tree, folders_of(tree)) and collides("pkg", tree, folders_of(tree))
+    assert not collides("pkg/new.py", tree, folders_of(tree)) and not collides("pkg/mod.py", tree, folders_of(tree))
 
 
 def test_an_episode_spends_its_sandbox_time_once() -> None:

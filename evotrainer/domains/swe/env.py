@@ -23,7 +23,7 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import PurePosixPath
 from typing import Any
@@ -35,6 +35,8 @@ from evotrainer.domains.swe.grading import grade_instance
 from evotrainer.domains.swe.pyenv import instance_packages
 from evotrainer.domains.swe.repos import SweProblem
 from evotrainer.domains.swe.testinfra import (
+    collides,
+    folders_of,
     is_protected,
     is_runner_repository,
     is_test_path,
@@ -257,14 +259,6 @@ def fits(files: Mapping[str, str], assets: Mapping[str, bytes], disk_bytes: int)
     for data in [*(text.encode("utf-8") for text in files.values()), *assets.values()]:
         used += max(1, -(-len(data) // _PAGE)) * _PAGE
     return used <= disk_bytes * 0.8
-
-
-def collides(path: str, paths: Iterable[str]) -> bool:
-    """Whether a file at `path` would sit inside one of `paths`, or over a folder of them."""
-    folder = path + "/"
-    parts = PurePosixPath(path).parts
-    parents = {"/".join(parts[:n]) for n in range(1, len(parts))}
-    return any(p in parents or p.startswith(folder) for p in paths if p != path)
 
 
 def _shell_report(stdout: str) -> tuple[int, dict[str, str], set[str], str] | None:
@@ -519,10 +513,11 @@ class SweEnvironment:
         self.edited_files.update(changed)
 
     def _edit(self, path: str, search: str, replace: str) -> tuple[str, bool]:
-        path = clean_path(path) or path
+        cleaned = clean_path(path)
+        path = cleaned or path
         if is_protected(path):
             self._attempted = (path,)  # an attempt counts even when the edit itself fails
-        if clean_path(path) is None:
+        if cleaned is None:
             return "error: path must be relative and inside the repository", False
         if self._collides(path):
             return f"error: {path} would be both a file and a folder", False
@@ -545,7 +540,8 @@ class SweEnvironment:
         tree or of the instance's binary assets."""
         if path in self.files:
             return False
-        return collides(path, [*self.files, *self.setup.assets])
+        tree = {*self.files, *self.setup.assets}
+        return collides(path, tree, folders_of(tree))
 
     def apply_patch(self, diff: str) -> tuple[str, bool]:
         """Apply a unified diff to the working tree as edits would be (tampering included)."""

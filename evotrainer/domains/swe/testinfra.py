@@ -16,7 +16,7 @@ sections; a fix that needs those is rare, and an honest rule beats a clever one.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import PurePosixPath
 
 # Files named exactly so, at any depth.
@@ -104,12 +104,27 @@ def restore_protected(files: Mapping[str, str], base: Mapping[str, str]) -> dict
     own_runner = is_runner_repository(base)
     restored = {p: c for p, c in files.items() if not is_protected(p) and (own_runner or not shadows_runner(p))}
     protected = {p: c for p, c in base.items() if is_protected(p)}
-    # An agent's file where a protected one needs a folder (or the other way round)
-    # gives way: the tests are put back whatever the agent made of their folders.
-    restored = {p: c for p, c in restored.items() if not any(q.startswith(p + "/") or p.startswith(q + "/")
-                                                             for q in protected)}  # fmt: skip
+    # An agent's file where a protected one needs a folder (or inside a protected file's
+    # path) gives way: the tests are put back whatever the agent made of their folders.
+    folders = folders_of(protected)
+    restored = {p: c for p, c in restored.items() if not collides(p, protected, folders)}
     restored.update(protected)
     return restored
+
+
+def folders_of(paths: Iterable[str]) -> set[str]:
+    """Every folder that holds one of `paths` (`a/b/c.py`: `a` and `a/b`)."""
+    folders: set[str] = set()
+    for path in paths:
+        parts = PurePosixPath(path).parts
+        folders.update("/".join(parts[:n]) for n in range(1, len(parts)))
+    return folders
+
+
+def collides(path: str, files: Collection[str], folders: Collection[str]) -> bool:
+    """Whether a file at `path` would sit inside one of `files`, or where `folders` (those
+    of a tree, folders_of) needs a folder: a tree the sandbox cannot lay out."""
+    return path in folders or any(folder in files for folder in folders_of([path]))
 
 
 def protected_changes(files: Mapping[str, str], base: Mapping[str, str]) -> list[str]:
