@@ -85,7 +85,7 @@ def has_expected_format(task: Task, completion: str) -> bool:
     return code[:1] in (" ", "\t") or f"def {task.metadata['entry_point']}(" in code
 
 
-def is_unicode(text: str) -> bool:
+def _is_unicode(text: str) -> bool:
     """Whether `text` can be written as UTF-8 (no lone surrogates)."""
     try:
         text.encode("utf-8")
@@ -105,7 +105,7 @@ def _harness_lines(stdout: str, token: str, n_tests: int) -> tuple[float, dict[i
             continue
         if parts[1] == "compile":
             compiled = float(parts[2] == "1")
-        elif not parts[1].isdigit() or int(parts[1]) >= n_tests or int(parts[1]) in verdicts:
+        elif not parts[1].isdecimal() or int(parts[1]) >= n_tests or int(parts[1]) in verdicts:
             return compiled, {}
         else:
             verdicts[int(parts[1])] = parts[2]
@@ -166,7 +166,7 @@ class CodeDomain(Domain):
                     "setup": task.metadata.get("setup", ""), "prompt": task.prompt}
         spec["test_timeout_s"] = self.config.test_timeout_s
         program = assemble(task, completion)
-        if not is_unicode(program):
+        if not _is_unicode(program):
             # A lone surrogate (JSON can spell one) cannot be written as a source file.
             return {"correctness": 0.0, "pass_fraction": 0.0, "compile": 0.0,
                     "format": float(has_expected_format(task, completion))}  # fmt: skip

@@ -20,7 +20,7 @@ the candidate only fails it.
 
 from __future__ import annotations
 
-from evotrainer.domains.isolation import SPLIT
+from evotrainer.domains.isolation import GUARD, SPLIT
 
 # The candidate's process: told its entry point (["load", name]), loads candidate.py, then
 # answers calls ["call", args, kwargs] with ["ok", value] or ["raise", exception name,
@@ -99,9 +99,7 @@ class Runner:
         self.broken = False
     def stop(self):
         if self.pid is not None:
-            os.kill(self.pid, 9)
-            os.waitpid(self.pid, 0)
-            self.to_runner.close()
+            end_runner(self.pid, self.to_runner, grace_s=0)  # its state is unknown: killed
             self.from_runner.close()
             self.pid = None
     def call(self, *args, **kwargs):
@@ -148,7 +146,7 @@ def digest(text):
     return hashlib.sha256("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()
 """
 
-STDIO_HARNESS = SPLIT + _DIGEST + r"""
+STDIO_HARNESS = GUARD + _DIGEST + r"""
 import subprocess
 no_dumps()
 token = sys.stdin.readline().strip()

@@ -22,15 +22,20 @@ Used by code_harness.py (function tasks) and swe/env.py (generated repositories)
 
 from __future__ import annotations
 
-# Integers travel in hex: Python caps decimal conversions of big integers, not
-# power-of-two bases. Builtin exceptions raised by the code under test are raised again
-# in the harness under their own type, so a test that expects one still passes.
-SPLIT = r"""
+# What every grading program starts with, a runner or not.
+GUARD = r"""
 import builtins, json, os, sys
 def no_dumps():
     import ctypes
     if ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
         raise SystemExit("prctl(PR_SET_DUMPABLE) failed")
+"""
+
+# The channel between a grader and its runner. Integers travel in hex: Python caps
+# decimal conversions of big integers, not power-of-two bases. Builtin exceptions raised
+# by the code under test are raised again in the harness under their own type, so a test
+# that expects one still passes.
+SPLIT = GUARD + r"""
 TAGS = {type(None): "N", bool: "B", int: "I", float: "F", complex: "C", str: "S", bytes: "Y",
         list: "L", tuple: "T", set: "E", frozenset: "Z", dict: "D"}
 def encode(value, depth=0):

@@ -94,6 +94,7 @@ def test_forged_or_repeated_result_lines_count_for_nothing() -> None:
     assert _harness_lines("t compile 1\nt 0 ok\nt 0 fail\nt 1 ok\n", "t", 2) == (1.0, {})
     assert _harness_lines("t compile 1\nt 0 ok\nt 7 ok\n", "t", 2) == (1.0, {})
     assert _harness_lines("x 0 ok\nt 0 ok extra\nt 0 fail\n", "t", 1) == (0.0, {0: "fail"})
+    assert _harness_lines("t \u00b2 ok\n", "t", 1) == (0.0, {})  # a digit int() refuses: forged too
 
 
 def test_a_program_cannot_read_its_expected_output(tmp_path: Path) -> None:
